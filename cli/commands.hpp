@@ -1,0 +1,18 @@
+// Each subcommand lives in its own file and registers itself on the app through one of these.
+// A command's callback only converts flags into library calls; the logic lives in the libraries.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli/global_options.hpp"
+
+namespace sparsering::cli {
+
+/// `sparsering trace ...`: synthesize, inspect and convert sparsity traces (cli/trace_command.cpp).
+void add_trace_command(CLI::App& app, const GlobalOptions& global);
+
+/// Commands that need a GPU build; without CUDA they are registered but explain how to get them
+/// (cli/gpu_commands.cpp or cli/gpu_commands_unavailable.cpp, chosen by CMake).
+void add_gpu_commands(CLI::App& app, const GlobalOptions& global);
+
+}  // namespace sparsering::cli

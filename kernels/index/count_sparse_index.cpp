@@ -1,0 +1,61 @@
+#include "kernels/index/count_sparse_index.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/error.hpp"
+#include "kernels/index/touched_key_blocks.hpp"
+
+namespace sparsering {
+
+IndexWork count_sparse_index(const StepGeometry& geometry, const PreparedRowPattern& row,
+                             std::span<IndexWork> per_block) {
+  require(per_block.empty() || per_block.size() == static_cast<size_t>(geometry.q_blocks()),
+          "per-block work needs ", geometry.q_blocks(), " entries (query blocks), got ", per_block.size());
+  const int64_t block_k = geometry.block_k();
+  std::vector<KeyBlockRange> ranges;
+  std::vector<int32_t> verticals;
+  held_vertical_keys(geometry, row, verticals);
+  // Number of held kept keys with local position < `local`.
+  auto verticals_below = [&verticals](int64_t local) {
+    return static_cast<int64_t>(std::lower_bound(verticals.begin(), verticals.end(), local) - verticals.begin());
+  };
+
+  IndexWork total;
+  for (int32_t i = 0; i < geometry.q_blocks(); ++i) {
+    touched_key_blocks(geometry, row, i, ranges);
+    const int32_t first_masked = geometry.first_masked_key_block(i);
+    const int64_t limit = geometry.visible_key_limit(i);
+    IndexWork work;
+    int64_t columns = verticals_below(limit);  // visible kept keys, minus those a tile covers:
+    for (const KeyBlockRange& range : ranges) {
+      work.tiles += range.last - range.first + 1;
+      work.masked_tiles += std::max(0, range.last - std::max(range.first, first_masked) + 1);
+      const int64_t covered_begin = std::min(int64_t{range.first} * block_k, limit);
+      const int64_t covered_end = std::min((int64_t{range.last} + 1) * block_k, limit);
+      columns -= verticals_below(covered_end) - verticals_below(covered_begin);
+    }
+    work.columns = columns;
+    work.column_chunks = (columns + block_k - 1) / block_k;
+    if (!per_block.empty()) per_block[static_cast<size_t>(i)] += work;
+    total += work;
+  }
+  return total;
+}
+
+IndexWork count_sparse_index(const StepGeometry& geometry, std::span<const PreparedRowPattern> rows) {
+  IndexWork total;
+  for (const PreparedRowPattern& row : rows) total += count_sparse_index(geometry, row);
+  return total;
+}
+
+IndexWork index_work(const SparseIndex& index) {
+  IndexWork work;
+  work.tiles = index.tiles();
+  for (const uint8_t masked : index.tile_masked) work.masked_tiles += masked != 0 ? 1 : 0;
+  work.columns = index.columns();
+  work.column_chunks = index.column_chunks();
+  return work;
+}
+
+}  // namespace sparsering

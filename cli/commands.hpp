@@ -11,6 +11,10 @@ namespace sparsering::cli {
 /// `sparsering trace ...`: synthesize, inspect and convert sparsity traces (cli/trace_command.cpp).
 void add_trace_command(CLI::App& app, const GlobalOptions& global);
 
+/// `sparsering simulate`: predict a plan's ring steps, layers, training step and memory
+/// (cli/simulate_command.cpp).
+void add_simulate_command(CLI::App& app, const GlobalOptions& global);
+
 /// Commands that need a GPU build; without CUDA they are registered but explain how to get them
 /// (cli/gpu_commands.cpp or cli/gpu_commands_unavailable.cpp, chosen by CMake).
 void add_gpu_commands(CLI::App& app, const GlobalOptions& global);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   app.add_flag("--force", global.force, "Overwrite existing output files");
 
   cli::add_trace_command(app, global);
+  cli::add_simulate_command(app, global);
   cli::add_gpu_commands(app, global);
 
   try {

@@ -80,7 +80,7 @@ struct PlanConfig {
   SparseSettings sparse;
   CommPrimitive comm = CommPrimitive::p2p;
   RecomputeMode recompute = RecomputeMode::none;
-  int64_t zero_stage = 0;               ///< ZeRO / FSDP sharding stage 0-3 over data_parallel
+  int64_t zero_stage = 0;               ///< ZeRO / FSDP sharding stage 0-3, over every rank of the world (as Megatron's distributed optimizer and FSDP shard over data x context parallel)
   std::optional<PlanPrediction> prediction;
   std::filesystem::path source_path;
 

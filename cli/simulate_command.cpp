@@ -1,0 +1,124 @@
+// `sparsering simulate --plan P [--trace T] [--out DIR]`: runs the cluster performance model
+// (sim/step/simulation.hpp) on a plan and prints the summary (table or --format json). With --out
+// it writes DIR/result.json (everything, including every per-rank per-step figure) and
+// DIR/timeline.json (Chrome/Perfetto trace events), each atomically, refusing to replace existing
+// files unless --force. The callback only turns flags into library calls; the library is tested
+// in tests/sim/ (simulation_test.cpp, output_test.cpp).
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "sim/config/plan_config.hpp"
+#include "sim/output/result_json.hpp"
+#include "sim/output/summary_table.hpp"
+#include "sim/output/timeline_json.hpp"
+#include "sim/step/simulation.hpp"
+#include "sparsering/version.hpp"
+#include "traces/safetensors_trace.hpp"
+
+namespace sparsering::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string plan_path;
+  std::string trace_path;
+  int64_t sample = 0;
+  std::string layout_shuffle = "auto";
+  bool no_grad_overlap = false;
+  int64_t timeline_events = 2000000;
+};
+
+/// Identity of a trace file for the simulator's caches: path, size and modification time.
+std::string trace_key(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  const auto time = std::filesystem::last_write_time(path, ec);
+  return str(std::filesystem::absolute(path).lexically_normal().string(), "|", size, "|",
+             time.time_since_epoch().count());
+}
+
+void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
+  require(o.sample >= 0, "--sample must be >= 0, got ", o.sample);
+  require(o.timeline_events >= 0, "--timeline-events must be >= 0, got ", o.timeline_events);
+  const LoadedPlan loaded = load_plan_with_inputs(o.plan_path);
+  std::filesystem::path trace_path = o.trace_path.empty() ? loaded.plan.trace_path : std::filesystem::path(o.trace_path);
+  SimulationOptions options;
+  options.trace_sample = o.sample;
+  options.overlap_grad_sync = !o.no_grad_overlap;
+  options.layout_shuffle = o.layout_shuffle == "always"  ? LayoutShuffle::always
+                           : o.layout_shuffle == "never" ? LayoutShuffle::never
+                                                         : LayoutShuffle::automatic;
+  options.keep_ring_records = !global.out.empty();
+
+  // Check the outputs before the (possibly long) simulation, so a refusal costs nothing.
+  std::filesystem::path result_path;
+  std::filesystem::path timeline_path;
+  if (!global.out.empty()) {
+    const std::filesystem::path dir(global.out);
+    require(!std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--out ", dir.string(),
+            " exists and is not a folder");
+    result_path = dir / "result.json";
+    timeline_path = dir / "timeline.json";
+    for (const auto& path : {result_path, timeline_path}) {
+      require(global.force || !std::filesystem::exists(path), path.string(), " already exists; pass --force to overwrite it");
+    }
+  }
+
+  Trace trace;
+  const Trace* trace_ptr = nullptr;
+  if (loaded.plan.sparse.enabled) {
+    require(!trace_path.empty(), "plan ", o.plan_path, " is sparse: give a trace with --trace or the plan's `trace:` key");
+    trace = read_trace(trace_path);
+    trace_ptr = &trace;
+    options.trace_key = trace_key(trace_path);
+  }
+  SimulationContext context;
+  const SimulationResult result = simulate(context, loaded.plan, loaded.model, loaded.cluster, trace_ptr, options);
+
+  if (!global.out.empty()) {
+    std::filesystem::create_directories(global.out);
+    TimelineOptions timeline;
+    timeline.max_events = o.timeline_events;
+    // Build both documents before writing either, so a failure leaves no half-written pair.
+    const std::string result_text = result_to_json(result).dump() + "\n";
+    const std::string timeline_text = timeline_json(result, timeline).dump() + "\n";
+    write_file_atomically(result_path, result_text, global.force);
+    write_file_atomically(timeline_path, timeline_text, global.force);
+  }
+  if (global.format == OutputFormat::json) {
+    nlohmann::json summary = result_summary_json(result);
+    summary["sparsering_version"] = kVersion;
+    if (!global.out.empty()) summary["outputs"] = {result_path.string(), timeline_path.string()};
+    std::cout << summary.dump(2) << '\n';
+  } else {
+    print_summary(std::cout, result);
+    if (!global.out.empty()) std::cout << "\nwrote " << result_path.string() << " and " << timeline_path.string() << "\n";
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<SimulateOptions>();
+  auto* cmd = app.add_subcommand(
+      "simulate", "Predict every rank's ring steps, the training step, tokens/s and memory for a plan "
+                  "(--out DIR writes result.json and timeline.json)");
+  cmd->add_option("--plan", options->plan_path, "Plan (configs/plans/<name>.yaml)")->required();
+  cmd->add_option("--trace", options->trace_path, "Sparsity trace (.safetensors); default: the plan's `trace:`");
+  cmd->add_option("--sample", options->sample, "Trace sample whose patterns are simulated")->capture_default_str();
+  cmd->add_option("--layout-shuffle", options->layout_shuffle,
+                  "Layout all-to-alls: auto (striped only), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-grad-overlap", options->no_grad_overlap, "Do not hide gradient sync behind backward");
+  cmd->add_option("--timeline-events", options->timeline_events,
+                  "Event budget of timeline.json before ring passes are drawn coarsely")
+      ->capture_default_str();
+  cmd->callback([options, &global] { run_simulate(*options, global); });
+}
+
+}  // namespace sparsering::cli

@@ -1,0 +1,70 @@
+// Kernel cost model: the time of one sparse-attention kernel launch (one rank, one ring step, all
+// heads of the launch), forward and backward:
+//   time = launch + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads,
+// with the coefficients of the GPU config's `calibration:` section (fitted on real GPUs) when
+// present, else a roofline estimate that every output marks "uncalibrated". A launch with no tile
+// and no chunk is skipped (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
+// or assumed efficiency. Tested in tests/sim/cost_model_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/config/gpu_config.hpp"
+#include "sim/core/sim_time.hpp"
+#include "sim/work/work_counts.hpp"
+
+namespace sparsering {
+
+/// Coefficients of one direction (microseconds).
+struct KernelCoefficients {
+  double launch_us = 0.0;
+  double per_tile_us = 0.0;
+  double per_vertical_chunk_us = 0.0;
+  double per_head_us = 0.0;
+};
+
+/// Assumptions of the roofline fallback (documented in docs/simulator.md).
+struct RooflineAssumptions {
+  double attention_efficiency = 0.4;    ///< achieved / peak bf16 rate on kept tiles
+  double gather_slowdown = 2.0;         ///< a gathered vertical chunk costs this many tiles
+  double backward_flop_ratio = 2.5;     ///< backward FLOPs / forward FLOPs (design.md section 3)
+  double launch_us = 10.0;              ///< fixed cost per launch
+  double gemm_efficiency = 0.6;         ///< dense GEMMs without a calibration
+};
+
+/// The attention kernel cost model for one (GPU, block shape, head dim).
+struct AttentionCostModel {
+  KernelCoefficients forward;
+  KernelCoefficients backward;
+  bool calibrated = false;
+  std::string source;               ///< "calibration (<gpu>, <date>)" or "roofline (uncalibrated)"
+  std::vector<std::string> notes;   ///< e.g. calibration rescaled to other block sizes
+};
+
+/// Builds the model. With a calibration whose (block_q, block_k, head_dim) differ from the plan's,
+/// per-tile and per-chunk costs are scaled by the ratio of tile FLOPs (block_q x block_k x
+/// head_dim) and a note says so. Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs
+/// forward (Q K^T and P V) at peak x attention_efficiency; backward_flop_ratio times that
+/// backward; a chunk costs gather_slowdown tiles. Throws InputError for non-positive sizes or a
+/// GPU without a peak rate.
+AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
+                                             const RooflineAssumptions& assumptions = {});
+
+/// Time of one launch doing `work` for `heads` heads with `c` (rounded once). 0 if no work.
+SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);
+
+/// Dense GEMM model: effective rate = peak x efficiency.
+struct GemmCostModel {
+  double effective_tflops = 0.0;
+  bool calibrated = false;
+};
+
+/// GEMM efficiency from the calibration (gemm_efficiency > 0) or the assumption.
+GemmCostModel make_gemm_cost_model(const GpuConfig& gpu, const RooflineAssumptions& assumptions = {});
+
+/// Time of `flops` floating-point operations at the model's rate (rounded once).
+SimNs gemm_time_ns(const GemmCostModel& model, double flops);
+
+}  // namespace sparsering

@@ -1,0 +1,19 @@
+// The simulation result as JSON for tools and notebooks: inputs, assumptions, the step breakdown,
+// memory, per-layer phases and work, and every per-rank per-step figure of every ring pass
+// (columnar arrays per rank). Field reference: docs/simulator.md. Tested in
+// tests/sim/output_test.cpp.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "sim/step/simulation.hpp"
+
+namespace sparsering {
+
+/// Everything, including per-rank per-step ring records (when the result kept them).
+nlohmann::json result_to_json(const SimulationResult& result);
+
+/// The same without the ring records (a summary for stdout).
+nlohmann::json result_summary_json(const SimulationResult& result);
+
+}  // namespace sparsering

@@ -1,0 +1,470 @@
+#include "sim/step/simulation.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "sim/network/cluster_network.hpp"
+#include "sim/ring/all_gather_pass.hpp"
+#include "sim/step/layer_shapes.hpp"
+#include "sim/work/pattern_set.hpp"
+#include "sim/work/run_set.hpp"
+
+namespace sparsering {
+
+namespace {
+
+/// Transfer times of one ring (for building RingInput), plus what identifies rings that time alike.
+struct RingLinks {
+  std::vector<SimNs> kv_send_ns;   // [(p x W + t) x L + level]
+  std::vector<SimNs> dkv_send_ns;  // [p x W + t]
+  std::vector<int32_t> dkv_level;  // [p x W + t]
+};
+
+bool same_links(const RingLinks& a, const RingLinks& b) {
+  return a.kv_send_ns == b.kv_send_ns && a.dkv_send_ns == b.dkv_send_ns && a.dkv_level == b.dkv_level;
+}
+
+/// Innermost ring level with more than one position (where the dK/dV accumulators travel).
+int32_t accumulator_level(const RingSchedule& schedule) {
+  int32_t inner = 0;
+  while (inner + 1 < schedule.levels() && schedule.level_size(inner) == 1) ++inner;
+  return inner;
+}
+
+/// Link timing of every ring; NIC sharing counts, per ring level, the hops of all rings that
+/// leave (enter) a node through the inter-node fabric at once (every ring sends at the same steps).
+std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSchedule& schedule,
+                                  const std::vector<std::vector<int64_t>>& members, const LayerShapes& shapes) {
+  const int32_t w = schedule.ranks();
+  const int32_t levels = schedule.levels();
+  const auto cell = [w](int32_t p, int32_t t) { return static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t); };
+  std::map<std::tuple<int64_t, int32_t>, int64_t> leaving;  // (node, ring level) -> flows
+  std::map<std::tuple<int64_t, int32_t>, int64_t> entering;
+  for (const auto& ring : members) {
+    for (int32_t k = 0; k < levels; ++k) {
+      if (schedule.level_size(k) == 1) continue;
+      for (int32_t p = 0; p < w; ++p) {
+        const int64_t a = ring[static_cast<size_t>(p)];
+        const int64_t b = ring[static_cast<size_t>(schedule.next(p, k))];
+        if (network.link_level(a, b) == 0) continue;
+        ++leaving[{network.node_of(a), k}];
+        ++entering[{network.node_of(b), k}];
+      }
+    }
+  }
+  const int32_t inner = accumulator_level(schedule);
+  std::vector<RingLinks> out;
+  out.reserve(members.size());
+  for (const auto& ring : members) {
+    RingLinks links;
+    links.kv_send_ns.assign(static_cast<size_t>(w) * static_cast<size_t>(w) * static_cast<size_t>(levels), 0);
+    links.dkv_send_ns.assign(static_cast<size_t>(w) * static_cast<size_t>(w), 0);
+    links.dkv_level.assign(static_cast<size_t>(w) * static_cast<size_t>(w), inner);
+    std::vector<double> share(static_cast<size_t>(w) * static_cast<size_t>(levels), 1.0);
+    std::vector<SimNs> hop(static_cast<size_t>(w) * static_cast<size_t>(levels), 0);
+    for (int32_t p = 0; p < w; ++p) {
+      for (int32_t k = 0; k < levels; ++k) {
+        if (schedule.level_size(k) == 1) continue;
+        const int64_t a = ring[static_cast<size_t>(p)];
+        const int64_t b = ring[static_cast<size_t>(schedule.next(p, k))];
+        const int32_t fabric = network.link_level(a, b);
+        const LinkModel& link = network.level_link(fabric);
+        double s = 1.0;
+        if (fabric > 0) {
+          s = std::min(nic_share(leaving[{network.node_of(a), k}], link.nics_per_node),
+                       nic_share(entering[{network.node_of(b), k}], link.nics_per_node));
+        }
+        const size_t at = static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(k);
+        share[at] = s;
+        hop[at] = transfer_time_ns(link, shapes.kv_chunk_bytes, s);
+      }
+    }
+    for (int32_t p = 0; p < w; ++p) {
+      for (int32_t t = 0; t < w; ++t) {
+        for (int32_t k = 0; k < levels; ++k) {
+          if (schedule.sends_at(t, k)) {
+            links.kv_send_ns[cell(p, t) * static_cast<size_t>(levels) + static_cast<size_t>(k)] =
+                hop[static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(k)];
+          }
+        }
+        const bool last_inner = schedule.digit(t, inner) == schedule.level_size(inner) - 1;
+        const int32_t to = last_inner ? schedule.source(p, t) : schedule.next(p, inner);
+        if (to == p) continue;
+        const int64_t a = ring[static_cast<size_t>(p)];
+        const int64_t b = ring[static_cast<size_t>(to)];
+        const int32_t fabric = network.link_level(a, b);
+        const double s = last_inner ? 1.0 : share[static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(inner)];
+        links.dkv_send_ns[cell(p, t)] = transfer_time_ns(network.level_link(fabric), shapes.dkv_chunk_bytes, s);
+        // A return hop waits in the queue of the ring level whose hops cross the same fabric.
+        int32_t queue = inner;
+        if (last_inner) {
+          for (int32_t k = levels - 1; k >= 0; --k) {
+            if (schedule.level_size(k) > 1 &&
+                network.link_level(a, ring[static_cast<size_t>(schedule.next(p, k))]) == fabric) {
+              queue = k;
+              break;
+            }
+          }
+        }
+        links.dkv_level[cell(p, t)] = queue;
+      }
+    }
+    out.push_back(std::move(links));
+  }
+  return out;
+}
+
+/// The ranks that form the Ulysses all-to-all group of ring position `position` of replica `d`.
+std::vector<int64_t> ulysses_group(const PlanConfig& plan, int64_t d, int64_t position) {
+  std::vector<int64_t> group;
+  for (int64_t h = 0; h < plan.head_parallel; ++h) group.push_back(plan.global_rank(d * plan.head_parallel + h, position));
+  return group;
+}
+
+int64_t index_bytes_of(const WorkCounts& c, int64_t rows, int64_t q_blocks) {
+  // tile_block (int32) + tile_masked (uint8) per tile, column_index (int32) per column, and the
+  // two CSR offset arrays (int32) of rows x q_blocks + 1 entries.
+  return 5 * c.tiles + 4 * c.columns + 8 * (rows * q_blocks + 1);
+}
+
+}  // namespace
+
+PlanPrediction SimulationResult::prediction(const std::string& version) const {
+  PlanPrediction p;
+  p.sparsering_version = version;
+  for (const LayerResult& layer : layers) {
+    p.attention_fwd_ms.push_back(ns_to_ms(layer.attention_fwd_ns));
+    p.attention_bwd_ms.push_back(ns_to_ms(layer.attention_bwd_ns));
+  }
+  p.step_ms = ns_to_ms(step.step_ns);
+  p.tokens_per_s = step.tokens_per_s;
+  p.worker_imbalance = worker_imbalance;
+  p.step_imbalance = step_imbalance;
+  p.exposed_comm_share = exposed_share;
+  p.peak_memory_gib = static_cast<double>(memory.peak_bytes) / static_cast<double>(int64_t{1} << 30);
+  return p;
+}
+
+SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,
+                          const ClusterConfig& cluster, const Trace* trace, const SimulationOptions& options) {
+  check_plan_against(plan, model, cluster);
+  const GpuConfig& gpu = cluster.gpu_config;
+  require(!gpu.name.empty(), "cluster '", cluster.name, "' has no loaded GPU config (gpu: ", cluster.gpu, ")");
+  const LayerShapes shapes = layer_shapes(plan, model);
+  const bool sparse = plan.sparse.enabled;
+  const int64_t n = plan.seq_len_tokens;
+
+  SimulationResult result;
+  result.plan_name = plan.name;
+  result.model_name = model.name;
+  result.cluster_name = cluster.name;
+  result.gpu_name = gpu.name;
+  result.dense = !sparse;
+  result.context_parallel = plan.context_parallel;
+  result.head_parallel = plan.head_parallel;
+  result.data_parallel = plan.data_parallel;
+  for (const RingLevel& level : plan.ring_levels) result.ring_levels.push_back(level.size);
+  result.layout = str(to_string(plan.layout.kind),
+                      plan.layout.kind == LayoutKind::striped ? str(" G=", plan.layout.granularity_tokens) : "");
+
+  // Patterns and work.
+  std::shared_ptr<const PatternSet> patterns;
+  std::string pattern_key;
+  if (sparse) {
+    require(trace != nullptr, "plan '", plan.name, "' is sparse (sparse.enabled: true) and needs a trace");
+    RecallSettings settings;
+    settings.recall = plan.sparse.recall;
+    settings.max_verticals = plan.sparse.max_verticals;
+    settings.max_slashes = plan.sparse.max_slashes;
+    if (!options.trace_key.empty()) {
+      pattern_key = str("trace=", options.trace_key, "|sample=", options.trace_sample, "|recall=", settings.recall,
+                        "|maxv=", settings.max_verticals, "|maxs=", settings.max_slashes);
+    }
+    patterns = context.patterns(pattern_key, [&] { return select_patterns(*trace, options.trace_sample, settings); });
+    require(patterns->layers == model.layers, "the trace has ", patterns->layers, " layers, model '", model.name,
+            "' has ", model.layers);
+    require(patterns->heads == model.q_heads, "the trace has ", patterns->heads, " heads per layer, model '", model.name,
+            "' has ", model.q_heads, " query heads");
+    require(patterns->seq_len_tokens == n, "trace sample ", options.trace_sample, " has ", patterns->seq_len_tokens,
+            " tokens, the plan's seq_len_tokens is ", n);
+    result.notes.push_back(str("patterns: trace sample ", options.trace_sample, ", recall ", settings.recall,
+                               ", caps ", settings.max_verticals, " verticals / ", settings.max_slashes, " slashes"));
+  } else {
+    pattern_key = str("dense|layers=", model.layers, "|heads=", model.q_heads, "|N=", n);
+    patterns = context.patterns(pattern_key, [&] { return dense_patterns(model.layers, model.q_heads, n); });
+    result.notes.push_back("dense attention: every causal pair, same kernel cost model as the sparse kernel");
+  }
+  const std::shared_ptr<const WorkSet> work = context.work(pattern_key, *patterns, plan.layout, plan.sparse.block_q,
+                                                           plan.sparse.block_k, plan.head_parallel,
+                                                           plan.micro_batch_sequences);
+  result.heads_per_group = work->heads_per_group;
+
+  // Cost and network models.
+  const AttentionCostModel cost = make_attention_cost_model(gpu, plan.sparse.block_q, plan.sparse.block_k,
+                                                            model.head_dim, options.roofline);
+  const GemmCostModel gemm = make_gemm_cost_model(gpu, options.roofline);
+  result.calibrated = cost.calibrated;
+  result.cost_source = cost.source;
+  result.notes.insert(result.notes.end(), cost.notes.begin(), cost.notes.end());
+  if (!gemm.calibrated) {
+    result.notes.push_back(str("GEMMs at an assumed ", options.roofline.gemm_efficiency, " of peak (uncalibrated)"));
+  }
+  const ClusterNetwork network(cluster);
+  std::vector<int64_t> level_sizes;
+  for (const RingLevel& level : plan.ring_levels) level_sizes.push_back(level.size);
+  if (level_sizes.empty()) level_sizes.push_back(plan.context_parallel);
+  const RingSchedule schedule(level_sizes);
+  const int32_t w = schedule.ranks();
+  require(w == plan.context_parallel, "ring levels multiply to ", w, ", context_parallel is ", plan.context_parallel);
+
+  // Rings and the classes of rings that time alike.
+  std::vector<std::vector<int64_t>> members;
+  for (int64_t r = 0; r < plan.ring_count(); ++r) members.push_back(plan.ring_members(r));
+  const std::vector<RingLinks> links = ring_links(network, schedule, members, shapes);
+  std::vector<size_t> class_links;  // representative ring of each class
+  for (int64_t r = 0; r < plan.ring_count(); ++r) {
+    const int64_t group = r % plan.head_parallel;
+    bool found = false;
+    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+      if (result.ring_classes[c].head_group == group && same_links(links[class_links[c]], links[static_cast<size_t>(r)])) {
+        result.ring_classes[c].rings.push_back(r);
+        result.ring_classes[c].ring_members.push_back(members[static_cast<size_t>(r)]);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      result.ring_classes.push_back(
+          RingClass{group, {r}, members[static_cast<size_t>(r)], {members[static_cast<size_t>(r)]}});
+      class_links.push_back(static_cast<size_t>(r));
+    }
+  }
+
+  // Layout shuffle and Ulysses all-to-alls, pattern estimation collectives: worst group.
+  const bool shuffle = options.layout_shuffle == LayoutShuffle::always ||
+                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind == LayoutKind::striped);
+  SimNs shuffle_in = 0;
+  SimNs shuffle_out = 0;
+  SimNs estimate_bcast = 0;
+  SimNs estimate_reduce = 0;
+  const int32_t last_owner = plan.layout.owner(n - 1).ring_rank;
+  for (const RingClass& cls : result.ring_classes) {
+    if (shuffle) {
+      shuffle_in = std::max(shuffle_in, network.all_to_all_ns(cls.members, shapes.qkv_local_bytes));
+      shuffle_out = std::max(shuffle_out, network.all_to_all_ns(cls.members, shapes.out_local_bytes));
+    }
+    if (sparse) {
+      std::vector<int64_t> rooted = cls.members;
+      std::rotate(rooted.begin(), rooted.begin() + last_owner, rooted.end());
+      const int64_t q_bytes = plan.sparse.last_q * shapes.q_heads_local * model.head_dim * shapes.bytes_per_value;
+      estimate_bcast = std::max(estimate_bcast, network.broadcast_ns(rooted, q_bytes * plan.micro_batch_sequences));
+      const int64_t stats = plan.sparse.last_q * shapes.q_heads_local * 2 * 4 * plan.micro_batch_sequences;
+      const int64_t masses = n * shapes.q_heads_local * 4 * plan.micro_batch_sequences;
+      estimate_reduce = std::max(estimate_reduce, network.all_reduce_ns(cls.members, stats) +
+                                                      network.all_reduce_ns(cls.members, masses));
+    }
+  }
+  if (shuffle) result.notes.push_back("layout all-to-alls of Q, K, V in and of the output back (striped layout)");
+  SimNs ulysses_in = 0;
+  SimNs ulysses_out = 0;
+  if (plan.head_parallel > 1) {
+    const int64_t b = shapes.bytes_per_value;
+    const int64_t qkv_bytes = shapes.dense_tokens * (model.q_heads + 2 * model.kv_heads) * model.head_dim * b;
+    const int64_t out_bytes = shapes.dense_tokens * model.q_heads * model.head_dim * b;
+    for (int64_t d = 0; d < plan.data_parallel; ++d) {
+      for (int64_t p = 0; p < plan.context_parallel; ++p) {
+        const std::vector<int64_t> group = ulysses_group(plan, d, p);
+        ulysses_in = std::max(ulysses_in, network.all_to_all_ns(group, qkv_bytes));
+        ulysses_out = std::max(ulysses_out, network.all_to_all_ns(group, out_bytes));
+      }
+    }
+  }
+  const SimNs estimate_scores =
+      sparse ? gemm_time_ns(gemm, 2.0 * 2.0 * static_cast<double>(plan.sparse.last_q * shapes.attention_tokens *
+                                                                  shapes.q_heads_local * model.head_dim))
+             : 0;
+  const SimNs qkv_fwd = gemm_time_ns(gemm, shapes.qkv_flops);
+  const SimNs out_fwd = gemm_time_ns(gemm, shapes.out_proj_flops);
+  const SimNs mlp_fwd = gemm_time_ns(gemm, shapes.mlp_flops);
+  const SimNs qkv_bwd = gemm_time_ns(gemm, 2.0 * shapes.qkv_flops);
+  const SimNs out_bwd = gemm_time_ns(gemm, 2.0 * shapes.out_proj_flops);
+  const SimNs mlp_bwd = gemm_time_ns(gemm, 2.0 * shapes.mlp_flops);
+
+  // The all-gather primitive: K/V of the whole group gathered before attention (again in
+  // backward, which then reduce-scatters dK/dV).
+  const bool all_gather = plan.comm == CommPrimitive::all_gather;
+  std::vector<SimNs> gather_ns(result.ring_classes.size(), 0);
+  std::vector<SimNs> scatter_ns(result.ring_classes.size(), 0);
+  if (all_gather) {
+    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+      gather_ns[c] = network.all_gather_ns(result.ring_classes[c].members, shapes.kv_chunk_bytes * plan.context_parallel);
+      scatter_ns[c] = network.all_gather_ns(result.ring_classes[c].members, shapes.dkv_chunk_bytes * plan.context_parallel);
+    }
+    result.notes.push_back("comm all_gather: K/V all-gathered before attention (forward and backward), dK/dV reduce-scattered");
+  }
+
+  // Ring passes, layer by layer.
+  const int64_t heads_per_launch = work->heads_per_group * plan.micro_batch_sequences;
+  const auto ww = static_cast<size_t>(w);
+  std::vector<std::vector<SimNs>> per_rank_fwd(result.ring_classes.size(), std::vector<SimNs>(ww, 0));
+  std::vector<int64_t> exposed_steps(result.ring_classes.size(), 0);
+  double step_imbalance_sum = 0.0;
+  int64_t index_bytes = 0;
+  const int64_t q_blocks = ceil_div(plan.layout.local_len(), plan.sparse.block_q);
+  for (int64_t layer = 0; layer < model.layers; ++layer) {
+    LayerResult lr;
+    lr.layer = layer;
+    double layer_step_imbalance = 1.0;
+    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+      const RingClass& cls = result.ring_classes[c];
+      const WorkMatrix& matrix = work->at(layer, cls.head_group);
+      const RingLinks& ring = links[class_links[c]];
+      RingInput input;
+      input.kv_send_ns = ring.kv_send_ns;
+      input.dkv_send_ns = ring.dkv_send_ns;
+      input.dkv_level = ring.dkv_level;
+      input.compute_ns.resize(ww * ww);
+      std::vector<SimNs> backward_compute(ww * ww);
+      for (int32_t p = 0; p < w; ++p) {
+        for (int32_t t = 0; t < w; ++t) {
+          const WorkCounts& cell = matrix.at(p, schedule.source(p, t));
+          const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
+          input.compute_ns[at] = kernel_time_ns(cost.forward, cell, heads_per_launch);
+          backward_compute[at] = kernel_time_ns(cost.backward, cell, heads_per_launch);
+          per_rank_fwd[c][static_cast<size_t>(p)] += input.compute_ns[at];
+        }
+      }
+      RingPassResult fwd;
+      fwd.layer = layer;
+      fwd.head_group = cls.head_group;
+      fwd.ring_class = static_cast<int32_t>(c);
+      fwd.run = all_gather ? simulate_all_gather_pass(w, input.compute_ns, gather_ns[c], 0)
+                           : simulate_ring(schedule, input, false);
+      fwd.metrics = ring_metrics(fwd.run, input.compute_ns);
+      fwd.compute_ns = input.compute_ns;
+      RingPassResult bwd = fwd;
+      input.compute_ns = backward_compute;
+      bwd.backward = true;
+      bwd.run = all_gather ? simulate_all_gather_pass(w, input.compute_ns, gather_ns[c], scatter_ns[c])
+                           : simulate_ring(schedule, input, true);
+      bwd.metrics = ring_metrics(bwd.run, input.compute_ns);
+      bwd.compute_ns = std::move(backward_compute);
+      lr.attention_fwd_ns = std::max(lr.attention_fwd_ns, fwd.run.end_ns);
+      lr.attention_bwd_ns = std::max(lr.attention_bwd_ns, bwd.run.end_ns);
+      lr.worker_imbalance = std::max(lr.worker_imbalance, fwd.metrics.worker_imbalance);
+      layer_step_imbalance = std::max(layer_step_imbalance, fwd.metrics.mean_step_imbalance);
+      lr.exposed_share = std::max(lr.exposed_share, fwd.metrics.exposed_share);
+      lr.backward_exposed_share = std::max(lr.backward_exposed_share, bwd.metrics.exposed_share);
+      exposed_steps[c] += fwd.metrics.exposed_steps;
+      if (options.keep_ring_records) {
+        result.rings.push_back(std::move(fwd));
+        result.rings.push_back(std::move(bwd));
+      }
+    }
+    lr.step_imbalance = layer_step_imbalance;
+    step_imbalance_sum += layer_step_imbalance;
+    for (int64_t g = 0; g < plan.head_parallel; ++g) lr.work += work->at(layer, g).total();
+
+    // Phases.
+    const auto add = [](std::vector<LayerPhase>& phases, const char* name, SimNs ns, bool comm) {
+      if (ns > 0) phases.push_back(LayerPhase{name, ns, comm});
+    };
+    add(lr.forward, "qkv_proj", qkv_fwd, false);
+    add(lr.forward, "ulysses_a2a_in", ulysses_in, true);
+    add(lr.forward, "layout_a2a_in", shuffle_in, true);
+    add(lr.forward, "estimate_bcast", estimate_bcast, true);
+    add(lr.forward, "estimate_scores", estimate_scores, false);
+    add(lr.forward, "estimate_allreduce", estimate_reduce, true);
+    add(lr.forward, "attention_ring", lr.attention_fwd_ns, false);
+    add(lr.forward, "layout_a2a_out", shuffle_out, true);
+    add(lr.forward, "ulysses_a2a_out", ulysses_out, true);
+    add(lr.forward, "out_proj", out_fwd, false);
+    add(lr.forward, "mlp", mlp_fwd, false);
+    for (const LayerPhase& phase : lr.forward) lr.forward_ns += phase.duration_ns;
+    if (plan.recompute == RecomputeMode::full) add(lr.backward, "recompute_forward", lr.forward_ns, false);
+    add(lr.backward, "mlp_bwd", mlp_bwd, false);
+    add(lr.backward, "out_proj_bwd", out_bwd, false);
+    add(lr.backward, "ulysses_a2a_in", ulysses_out, true);
+    add(lr.backward, "layout_a2a_in", shuffle_out, true);
+    if (plan.recompute == RecomputeMode::selective) add(lr.backward, "attention_recompute", lr.attention_fwd_ns, false);
+    add(lr.backward, "attention_ring_bwd", lr.attention_bwd_ns, false);
+    add(lr.backward, "layout_a2a_out", shuffle_in, true);
+    add(lr.backward, "ulysses_a2a_out", ulysses_in, true);
+    add(lr.backward, "qkv_proj_bwd", qkv_bwd, false);
+    for (const LayerPhase& phase : lr.backward) lr.backward_ns += phase.duration_ns;
+    result.step.forward_ns += lr.forward_ns;
+    result.step.backward_ns += lr.backward_ns;
+    result.layers.push_back(std::move(lr));
+
+    // Sparse index kept from forward for backward: busiest rank.
+    if (sparse) {
+      int64_t worst = 0;
+      for (int64_t g = 0; g < plan.head_parallel; ++g) {
+        const WorkMatrix& matrix = work->at(layer, g);
+        for (int32_t p = 0; p < w; ++p) {
+          int64_t bytes = 0;
+          for (int32_t src = 0; src < w; ++src) bytes += index_bytes_of(matrix.at(p, src), heads_per_launch, q_blocks);
+          worst = std::max(worst, bytes);
+        }
+      }
+      index_bytes += worst;
+    }
+  }
+
+  // Whole-model figures.
+  for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+    SimNs total = 0;
+    SimNs most = 0;
+    for (const SimNs v : per_rank_fwd[c]) {
+      total += v;
+      most = std::max(most, v);
+    }
+    const double mean = static_cast<double>(total) / static_cast<double>(w);
+    result.worker_imbalance = std::max(result.worker_imbalance, mean > 0.0 ? static_cast<double>(most) / mean : 1.0);
+    if (w > 1) {
+      const double share = static_cast<double>(exposed_steps[c]) /
+                           (static_cast<double>(model.layers) * static_cast<double>(w) * static_cast<double>(w - 1));
+      result.exposed_share = std::max(result.exposed_share, share);
+    }
+  }
+  result.step_imbalance = step_imbalance_sum / static_cast<double>(model.layers);
+
+  // LM head, gradient synchronisation, optimizer.
+  result.step.lm_head_ns = gemm_time_ns(gemm, shapes.lm_head_flops) + gemm_time_ns(gemm, 2.0 * shapes.lm_head_flops);
+  std::vector<int64_t> world(static_cast<size_t>(plan.world_size()));
+  for (size_t r = 0; r < world.size(); ++r) world[r] = static_cast<int64_t>(r);
+  const int64_t grad_bytes = model.parameter_count() * model.bytes_per_param;
+  result.step.grad_sync_ns = network.all_reduce_ns(world, grad_bytes);
+  if (plan.zero_stage >= 3 && plan.world_size() > 1) {
+    result.step.grad_sync_ns += 2 * network.all_gather_ns(world, grad_bytes);
+    result.notes.push_back("ZeRO-3: parameters all-gathered for forward and backward (counted with gradient sync)");
+  }
+  SimNs exposed = result.step.grad_sync_ns;
+  if (options.overlap_grad_sync && model.layers > 0) {
+    const SimNs window = result.step.backward_ns - result.layers.front().backward_ns;
+    exposed = std::max(result.step.grad_sync_ns - window, result.step.grad_sync_ns / model.layers);
+    exposed = std::max<SimNs>(exposed, 0);
+  }
+  result.step.grad_sync_exposed_ns = exposed;
+  const int64_t shard = plan.zero_stage >= 1 ? plan.world_size() : 1;
+  const double optimizer_bytes = 36.0 * static_cast<double>(model.parameter_count()) / static_cast<double>(shard);
+  require(gpu.memory_bandwidth_gbytes_per_s > 0.0, "GPU '", gpu.name, "' has no memory_bandwidth_gbytes_per_s");
+  result.step.optimizer_ns = round_to_ns(optimizer_bytes / gpu.memory_bandwidth_gbytes_per_s);
+  result.step.forward_ns += gemm_time_ns(gemm, shapes.lm_head_flops);
+  result.step.backward_ns += gemm_time_ns(gemm, 2.0 * shapes.lm_head_flops);
+  result.step.step_ns =
+      result.step.forward_ns + result.step.backward_ns + result.step.grad_sync_exposed_ns + result.step.optimizer_ns;
+  result.step.tokens_per_step = plan.data_parallel * plan.micro_batch_sequences * n;
+  result.step.tokens_per_s = result.step.step_ns > 0 ? static_cast<double>(result.step.tokens_per_step) /
+                                                           (static_cast<double>(result.step.step_ns) * 1e-9)
+                                                     : 0.0;
+
+  result.memory = estimate_memory(plan, model, gpu, shapes, index_bytes);
+  if (!result.memory.fits) result.notes.push_back(str("does not fit: ", result.memory.reason));
+  result.work_cache_hits = context.work_cache_hits();
+  return result;
+}
+
+}  // namespace sparsering

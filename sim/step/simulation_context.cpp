@@ -1,0 +1,65 @@
+#include "sim/step/simulation_context.hpp"
+
+#include "common/error.hpp"
+#include "sim/work/block_geometry.hpp"
+
+namespace sparsering {
+
+std::shared_ptr<const PatternSet> SimulationContext::patterns(const std::string& key,
+                                                              const std::function<PatternSet()>& make) {
+  if (!key.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = patterns_.find(key);
+    if (it != patterns_.end()) return it->second;
+  }
+  auto made = std::make_shared<const PatternSet>(make());
+  if (!key.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    patterns_.emplace(key, made);
+  }
+  return made;
+}
+
+std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& pattern_key, const PatternSet& patterns,
+                                                       const TokenLayout& layout, int64_t block_q, int64_t block_k,
+                                                       int64_t head_groups, int64_t micro_batch) {
+  const std::string key =
+      pattern_key.empty() ? std::string()
+                          : str(pattern_key, "|", to_string(layout.kind), "|N=", layout.seq_len_tokens, "|W=", layout.ranks,
+                                "|G=", layout.granularity_tokens, "|bq=", block_q, "|bk=", block_k, "|groups=", head_groups,
+                                "|batch=", micro_batch);
+  if (!key.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = work_.find(key);
+    if (it != work_.end()) {
+      ++hits_;
+      return it->second;
+    }
+    ++misses_;
+  }
+  const BlockGeometry geometry = make_block_geometry(layout, block_q, block_k);
+  auto made = std::make_shared<const WorkSet>(count_work_set(geometry, patterns, head_groups, micro_batch));
+  if (!key.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work_.emplace(key, made);
+  }
+  return made;
+}
+
+int64_t SimulationContext::work_cache_hits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hits_;
+}
+
+int64_t SimulationContext::work_cache_misses() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return misses_;
+}
+
+void SimulationContext::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  patterns_.clear();
+  work_.clear();
+}
+
+}  // namespace sparsering

@@ -1,0 +1,467 @@
+#include "sim/work/work_counter.hpp"
+
+#include <algorithm>
+#include <bit>
+
+#include "common/error.hpp"
+
+namespace sparsering {
+
+namespace {
+
+// Above this many class pairs (odd stripe sizes whose period spans most of a rank), the presence
+// sets are recomputed per rank pair instead of cached, so memory stays O(class pairs).
+constexpr size_t kMaxMemoizedPairs = 256;
+
+}  // namespace
+
+WorkCounter::WorkCounter(const BlockGeometry& geometry)
+    : geo_(geometry),
+      memoize_(geometry.pairs.size() <= kMaxMemoizedPairs),
+      pair_presence_(geometry.pairs.size(), nullptr),
+      key_columns_(static_cast<size_t>(geometry.layout.ranks)) {
+  int64_t offset = 0;
+  for (const BlockClass& cls : geometry.q_classes) {
+    class_offset_.push_back(offset);
+    offset += cls.members + 1;
+    strided_classes_ = strided_classes_ || (cls.members > 1 && cls.block_stride > 1);
+  }
+  covered_diff_.assign(static_cast<size_t>(offset), 0);
+  if (!memoize_) pair_scratch_.resize(geometry.pairs.size());
+  groups_by_k_class_.resize(geometry.k_classes.size());
+  if ((geometry.block_k & (geometry.block_k - 1)) == 0) {
+    block_k_shift_ = 0;
+    while ((int64_t{1} << block_k_shift_) < geometry.block_k) ++block_k_shift_;
+  }
+  segment_start_.resize(static_cast<size_t>(geometry.layout.ranks) * geometry.segments.size());
+  for (int32_t r = 0; r < geometry.layout.ranks; ++r) {
+    for (size_t s = 0; s < geometry.segments.size(); ++s) {
+      segment_start_[static_cast<size_t>(r) * geometry.segments.size() + s] =
+          geometry.segment_start_global(r, static_cast<int32_t>(s));
+    }
+  }
+}
+
+void WorkCounter::prepare(const KeptPattern& pattern) {
+  KeptPattern normalized = normalize_pattern(pattern, geo_.layout.seq_len_tokens);
+  slashes_ = std::move(normalized.slash_offsets);
+  widths_.clear();
+  dilations_.clear();
+  presence_index_.clear();
+  presence_store_.clear();
+  group_store_.clear();
+  const auto ranks = static_cast<size_t>(geo_.layout.ranks);
+  std::vector<std::vector<int64_t>> locals(ranks);
+  std::vector<std::vector<int64_t>> globals(ranks);
+  for (const int64_t v : normalized.vertical_positions) {
+    const TokenOwner owner = geo_.layout.owner(v);
+    locals[static_cast<size_t>(owner.ring_rank)].push_back(owner.local_index);
+    globals[static_cast<size_t>(owner.ring_rank)].push_back(v);
+  }
+  total_visible_.assign(ranks * 3, 0);
+  for (size_t r = 0; r < ranks; ++r) group_columns(static_cast<int32_t>(r), locals[r], globals[r]);
+}
+
+void WorkCounter::group_columns(int32_t owner, std::vector<int64_t>& locals, std::vector<int64_t>& globals) {
+  std::vector<KeyBlockColumns>& out = key_columns_[static_cast<size_t>(owner)];
+  out.clear();
+  const int32_t ranks = geo_.layout.ranks;
+  size_t idx = 0;
+  while (idx < locals.size()) {
+    KeyBlockColumns block;
+    block.block = locals[idx] / geo_.block_k;
+    size_t end = idx + 1;
+    while (end < locals.size() && locals[end] / geo_.block_k == block.block) ++end;
+    block.k_class = geo_.k_block_class[static_cast<size_t>(block.block)];
+    if (block.k_class >= 0) {
+      const BlockClass& kc = geo_.k_classes[static_cast<size_t>(block.k_class)];
+      block.member = (block.block - kc.first_block) / kc.block_stride;
+    }
+    const int32_t representative[3] = {owner - 1, owner, owner + 1};
+    for (int c = 0; c < 3; ++c) {
+      block.begin[c] = block.end[c] = group_store_.size();
+      if (representative[c] < 0 || representative[c] >= ranks) continue;
+      for (size_t k = idx; k < end; ++k) {
+        const int64_t first = first_visible_block(representative[c], globals[k]);
+        if (first >= geo_.q_blocks) break;  // monotone: later columns are not visible either
+        if (group_store_.size() > block.begin[c] && group_store_.back().first_block == first) {
+          ++group_store_.back().count;
+        } else {
+          group_store_.push_back(ColumnGroup{first, 1});
+        }
+      }
+      block.end[c] = group_store_.size();
+      for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+        total_visible_[static_cast<size_t>(owner) * 3 + static_cast<size_t>(c)] += group_store_[g].count;
+      }
+    }
+    out.push_back(block);
+    idx = end;
+  }
+}
+
+const RunSet& WorkCounter::dilated_slashes(int64_t width) {
+  for (size_t k = 0; k < widths_.size(); ++k) {
+    if (widths_[k] == width) return dilations_[k];
+  }
+  widths_.push_back(width);
+  dilations_.push_back(RunSet::dilated_points(slashes_, width));
+  return dilations_.back();
+}
+
+bool WorkCounter::any_slash_in(int64_t lo, int64_t hi) const {
+  const auto it = std::lower_bound(slashes_.begin(), slashes_.end(), lo);
+  return it != slashes_.end() && *it <= hi;
+}
+
+void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& out) {
+  out.mu.clear();
+  out.bits.clear();
+  out.rank.assign(1, 0);
+  out.base = 0;
+  out.tiles = 0;
+  out.masked = 0;
+  const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
+  const int64_t count_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
+  const int64_t shift = geo_.period_shift;
+  const int64_t n = geo_.layout.seq_len_tokens;
+  // Only member offsets whose difference set can meet [0, N) can hold a kept offset.
+  const int64_t mu_lo = std::max(-(count_b - 1), ceil_div(-(pair.max_difference + x0), shift));
+  const int64_t mu_hi = std::min(count_a - 1, floor_div(n - 1 - (pair.min_difference + x0), shift));
+  if (mu_lo > mu_hi) return;
+  for (const DifferenceItem& item : pair.items) {
+    const RunSet& dilated = dilated_slashes(item.hi - item.lo);
+    RunSet hits;
+    if (item.m_lo == item.m_hi) {
+      hits = dilated.sample(item.lo + item.m_lo * item.stride + x0, shift, mu_lo, mu_hi);
+    } else {
+      // A progression of windows (stripes finer than blocks): first the windows m' that hold a
+      // kept offset, then the mu whose window range [m_lo + mu*k, m_hi + mu*k] meets them.
+      const int64_t k = shift / item.stride;
+      const RunSet windows = dilated.sample(item.lo + x0, item.stride, item.m_lo + mu_lo * k, item.m_hi + mu_hi * k);
+      const RunSet starts = windows.window_hits(item.m_lo, item.m_hi, mu_lo * k, mu_hi * k);
+      hits = starts.sample(0, k, mu_lo, mu_hi);
+    }
+    out.mu = pair.items.size() == 1 ? std::move(hits) : RunSet::unite(out.mu, hits);
+  }
+  const int64_t mu_masked = ceil_div(-(pair.min_difference + x0), shift) - 1;  // last mu with a pair q < k
+  out.base = -(count_b - 1);
+  const int64_t words = (count_a + count_b - 1 + 63) / 64;
+  out.bits.assign(static_cast<size_t>(words), 0);
+  out.rank.assign(static_cast<size_t>(words) + 1, 0);
+  for (const Interval& run : out.mu.runs()) {
+    for (int64_t x = run.lo - out.base; x <= run.hi - out.base; ++x) {
+      out.bits[static_cast<size_t>(x >> 6)] |= uint64_t{1} << (x & 63);
+    }
+  }
+  for (size_t w = 0; w < out.bits.size(); ++w) out.rank[w + 1] = out.rank[w] + std::popcount(out.bits[w]);
+  for (const Interval& run : out.mu.runs()) {
+    out.tiles += diagonal_pairs_sum(count_a, count_b, run.lo, run.hi);
+    out.masked += diagonal_pairs_sum(count_a, count_b, run.lo, std::min(run.hi, mu_masked));
+  }
+}
+
+const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0) {
+  const ClassPair& pair = geo_.pairs[pair_index];
+  if (!memoize_) {
+    compute_presence(pair, x0, pair_scratch_[pair_index]);
+    return pair_scratch_[pair_index];
+  }
+  const int64_t key = x0 * static_cast<int64_t>(geo_.pairs.size()) + static_cast<int64_t>(pair_index);
+  const auto [it, inserted] = presence_index_.try_emplace(key, presence_store_.size());
+  if (inserted) {
+    presence_store_.emplace_back();
+    compute_presence(pair, x0, presence_store_.back());
+  }
+  return presence_store_[it->second];
+}
+
+std::pair<bool, bool> WorkCounter::tile_direct(int32_t q_rank, int64_t i, int32_t kv_rank, int64_t j) {
+  const int64_t len = geo_.layout.local_len();
+  q_runs_.clear();
+  k_runs_.clear();
+  append_global_runs(geo_.layout, q_rank, i * geo_.block_q, std::min((i + 1) * geo_.block_q, len), q_runs_);
+  append_global_runs(geo_.layout, kv_rank, j * geo_.block_k, std::min((j + 1) * geo_.block_k, len), k_runs_);
+  if (q_runs_.back().hi < k_runs_.front().lo) return {false, false};  // no causal pair at all
+  for (const Interval& q : q_runs_) {
+    for (const Interval& k : k_runs_) {
+      if (any_slash_in(q.lo - k.hi, q.hi - k.lo)) return {true, q_runs_.front().lo < k_runs_.back().hi};
+    }
+  }
+  return {false, false};
+}
+
+int64_t WorkCounter::first_visible_block(int32_t q_rank, int64_t global) const {
+  const int64_t local = first_local_at_or_after(geo_.layout, q_rank, global);
+  return local >= geo_.layout.local_len() ? geo_.q_blocks : local / geo_.block_q;
+}
+
+void WorkCounter::cover_regular(int32_t k_class, int64_t member, int64_t i_min, int64_t count) {
+  const size_t k_class_count = geo_.k_classes.size();
+  for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+    const BlockClass& qc = geo_.q_classes[a];
+    const int64_t a_min =
+        i_min <= qc.first_block ? 0 : (qc.block_stride == 1 ? i_min - qc.first_block : ceil_div(i_min - qc.first_block, qc.block_stride));
+    const int64_t a_max = qc.members - 1;
+    if (a_min > a_max) continue;
+    const std::vector<Interval>& runs = pair_presence_[a * k_class_count + static_cast<size_t>(k_class)]->mu.runs();
+    // Members one block apart write straight into the per-block array; others into their class's.
+    const bool direct = qc.block_stride == 1 || qc.members == 1;
+    int64_t* diff = direct ? block_diff_.data() + qc.first_block : covered_diff_.data() + class_offset_[a];
+    // Present tiles of this key block: q members a with a - member in a run of mu.
+    auto it = std::lower_bound(runs.begin(), runs.end(), a_min - member,
+                               [](const Interval& run, int64_t value) { return run.hi < value; });
+    for (; it != runs.end(); ++it) {
+      const int64_t a1 = std::max(a_min, member + it->lo);
+      if (a1 > a_max) break;
+      const int64_t a2 = std::min(a_max, member + it->hi);
+      diff[a1] -= count;
+      diff[a2 + 1] += count;
+    }
+  }
+}
+
+void WorkCounter::cover_direct(int32_t q_rank, int32_t kv_rank, int64_t j, int64_t i_min, bool regular_key_block,
+                               int64_t count) {
+  if (regular_key_block) {
+    for (const int64_t i : geo_.irregular_q_blocks) {
+      if (i >= i_min && tile_direct(q_rank, i, kv_rank, j).first) covered_direct_[static_cast<size_t>(i)] += count;
+    }
+  } else {
+    for (int64_t i = i_min; i < geo_.q_blocks; ++i) {
+      if (tile_direct(q_rank, i, kv_rank, j).first) covered_direct_[static_cast<size_t>(i)] += count;
+    }
+  }
+}
+
+int64_t WorkCounter::Presence::count(int64_t lo, int64_t hi) const {
+  const int64_t limit = static_cast<int64_t>(bits.size()) * 64;
+  const int64_t a = std::max<int64_t>(0, lo - base);
+  const int64_t b = std::min(limit, hi - base + 1);  // exclusive
+  if (a >= b) return 0;
+  // Set bits in [0, x): whole words from the prefix plus the low bits of word x / 64.
+  const auto below = [&](int64_t x) {
+    const auto w = static_cast<size_t>(x >> 6);
+    const int64_t partial =
+        (x & 63) == 0 ? 0 : std::popcount(bits[w] & ((uint64_t{1} << (x & 63)) - 1));
+    return rank[w] + partial;
+  };
+  return below(b) - below(a);
+}
+
+bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& counts) {
+  // Valid when every query block is regular and one block apart from the next member of its class,
+  // and the rank pair has at most block_k visible columns: then each query block gathers at most
+  // one chunk, so chunks = blocks with a visible column that no tile covers. Blocks that see a
+  // column are those from the first group's block on; a block with visible columns is fully covered
+  // only if it is covered for the first group, so only those candidates are checked.
+  if (strided_classes_ || !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty()) return false;
+  if (total_visible_[static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)] > geo_.block_k) return false;
+  const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
+  const size_t k_class_count = geo_.k_classes.size();
+  const KeyBlockColumns& first_block = blocks.front();
+  const ColumnGroup& first_group = group_store_[first_block.begin[c]];
+  int64_t fully_covered = 0;
+  int64_t candidates_checked = 0;
+  for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+    const BlockClass& qc = geo_.q_classes[a];
+    const int64_t a_min = std::max<int64_t>(0, first_group.first_block - qc.first_block);
+    const RunSet& mu = pair_presence_[a * k_class_count + static_cast<size_t>(first_block.k_class)]->mu;
+    for (size_t r = mu.first_run_reaching(a_min - first_block.member); r < mu.runs().size(); ++r) {
+      const int64_t lo = std::max(a_min, first_block.member + mu.runs()[r].lo);
+      const int64_t hi = std::min(qc.members - 1, first_block.member + mu.runs()[r].hi);
+      if (lo > qc.members - 1) break;
+      candidates_checked += std::max<int64_t>(0, hi - lo + 1);
+      if (candidates_checked > geo_.q_blocks / 4) return false;  // dense coverage: the sweep is cheaper
+      for (int64_t m = lo; m <= hi; ++m) {
+        const int64_t i = qc.first_block + m;
+        bool covered = true;
+        for (const KeyBlockColumns& block : blocks) {
+          for (size_t g = block.begin[c]; covered && g < block.end[c]; ++g) {
+            if (group_store_[g].first_block > i) break;
+            covered = pair_presence_[a * k_class_count + static_cast<size_t>(block.k_class)]->test(m - block.member);
+          }
+          if (!covered || block.begin[c] == block.end[c] || group_store_[block.begin[c]].first_block > i) break;
+        }
+        fully_covered += covered ? 1 : 0;
+      }
+    }
+  }
+  int64_t columns = 0;
+  int64_t chunks = -fully_covered;
+  for (const BlockClass& qc : geo_.q_classes) {
+    chunks += std::max<int64_t>(0, qc.first_block + qc.members - std::max(qc.first_block, first_group.first_block));
+  }
+  for (const KeyBlockColumns& block : blocks) {
+    for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+      const ColumnGroup& group = group_store_[g];
+      int64_t covered = 0;
+      for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+        const BlockClass& qc = geo_.q_classes[a];
+        const Presence& presence = *pair_presence_[a * k_class_count + static_cast<size_t>(block.k_class)];
+        const int64_t a_min = std::max<int64_t>(0, group.first_block - qc.first_block);
+        covered += presence.count(a_min - block.member, qc.members - 1 - block.member);
+      }
+      columns += group.count * (geo_.q_blocks - group.first_block - covered);
+    }
+  }
+  counts.columns += columns;
+  counts.column_chunks += chunks;
+  return true;
+}
+
+void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts) {
+  const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
+  const int c = q_rank < kv_rank ? 0 : (q_rank == kv_rank ? 1 : 2);
+  // Columns become visible in order, so if the first key block's columns are seen by no query of
+  // this rank, no column is.
+  if (blocks.empty() || blocks.front().begin[c] == blocks.front().end[c]) return;
+  if (count_columns_sparse(c, kv_rank, counts)) return;
+  const int64_t q_blocks = geo_.q_blocks;
+  const int64_t block_k = geo_.block_k;
+  block_diff_.assign(static_cast<size_t>(q_blocks) + 1, 0);
+  if (strided_classes_) covered_diff_.assign(covered_diff_.size(), 0);
+  const bool any_direct = !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty();
+  if (any_direct) covered_direct_.assign(static_cast<size_t>(q_blocks), 0);
+  // With every query class one block apart (the common case) the covered columns go straight
+  // into block_diff_; they are applied run by run over arrays of the groups of each key class,
+  // a tight loop without searches. Strided classes go group by group (cover_regular).
+  for (auto& list : groups_by_k_class_) list.clear();
+  for (const KeyBlockColumns& block : blocks) {
+    for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+      const ColumnGroup& group = group_store_[g];
+      block_diff_[static_cast<size_t>(group.first_block)] += group.count;
+      if (block.k_class >= 0) {
+        if (strided_classes_) {
+          cover_regular(block.k_class, block.member, group.first_block, group.count);
+        } else {
+          groups_by_k_class_[static_cast<size_t>(block.k_class)].push_back(
+              FlatGroup{block.member, group.first_block, group.count});
+        }
+      }
+      if (block.k_class < 0 || !geo_.irregular_q_blocks.empty()) {
+        cover_direct(q_rank, kv_rank, block.block, group.first_block, block.k_class >= 0, group.count);
+      }
+    }
+  }
+  if (!strided_classes_) {
+    const size_t k_class_count = geo_.k_classes.size();
+    int64_t* const diff = block_diff_.data();
+    for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+      const BlockClass& qc = geo_.q_classes[a];
+      const int64_t first = qc.first_block;
+      const int64_t a_max = qc.members - 1;
+      for (size_t b = 0; b < k_class_count; ++b) {
+        const std::vector<FlatGroup>& groups = groups_by_k_class_[b];
+        if (groups.empty()) continue;
+        for (const Interval& run : pair_presence_[a * k_class_count + b]->mu.runs()) {
+          for (const FlatGroup& g : groups) {
+            const int64_t a1 = std::max(std::max<int64_t>(0, g.first_block - first), g.member + run.lo);
+            const int64_t a2 = std::min(a_max, g.member + run.hi);
+            if (a1 <= a2) {
+              diff[first + a1] -= g.count;
+              diff[first + a2 + 1] += g.count;
+            }
+          }
+        }
+      }
+    }
+  }
+  int64_t columns_total = 0;
+  int64_t chunks_total = 0;
+  const auto add_block = [&](int64_t columns) {
+    columns_total += columns;
+    chunks_total += columns <= 0 ? 0 : (columns <= block_k ? 1 : ceil_div(columns, block_k));
+  };
+  if (!strided_classes_ && !any_direct && block_k_shift_ >= 0) {
+    // The common case, kept branch-free: chunks = (columns + block_k - 1) >> log2(block_k).
+    int64_t running = 0;
+    const int64_t round_up = block_k - 1;
+    for (int64_t i = 0; i < q_blocks; ++i) {
+      running += block_diff_[static_cast<size_t>(i)];
+      columns_total += running;
+      chunks_total += (running + round_up) >> block_k_shift_;
+    }
+  } else if (!strided_classes_ && !any_direct) {
+    int64_t running = 0;
+    for (int64_t i = 0; i < q_blocks; ++i) {
+      running += block_diff_[static_cast<size_t>(i)];
+      add_block(running);
+    }
+  } else {
+    for (size_t k = 1; k < block_diff_.size(); ++k) block_diff_[k] += block_diff_[k - 1];
+    if (any_direct) {
+      for (size_t i = 0; i < covered_direct_.size(); ++i) block_diff_[i] -= covered_direct_[i];
+    }
+    if (strided_classes_) {
+      for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+        const BlockClass& qc = geo_.q_classes[a];
+        if (qc.block_stride == 1 || qc.members == 1) continue;
+        const int64_t* diff = covered_diff_.data() + class_offset_[a];
+        int64_t covered = 0;
+        int64_t i = qc.first_block;
+        for (int64_t m = 0; m < qc.members; ++m, i += qc.block_stride) {
+          covered += diff[m];
+          block_diff_[static_cast<size_t>(i)] += covered;
+        }
+      }
+    }
+    for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
+  }
+  counts.columns += columns_total;
+  counts.column_chunks += chunks_total;
+}
+
+WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
+  WorkCounts counts;
+  const size_t segments = geo_.segments.size();
+  for (size_t p = 0; p < geo_.pairs.size(); ++p) {
+    const ClassPair& pair = geo_.pairs[p];
+    const int64_t x0 = segment_start_[static_cast<size_t>(q_rank) * segments + static_cast<size_t>(pair.q_segment)] -
+                       segment_start_[static_cast<size_t>(kv_rank) * segments + static_cast<size_t>(pair.k_segment)];
+    const Presence& found = presence(p, x0);
+    counts.tiles += found.tiles;
+    counts.masked_tiles += found.masked;
+    pair_presence_[p] = &found;
+  }
+  for (const int64_t i : geo_.irregular_q_blocks) {
+    for (int64_t j = 0; j < geo_.k_blocks; ++j) {
+      const auto [present, masked] = tile_direct(q_rank, i, kv_rank, j);
+      counts.tiles += present ? 1 : 0;
+      counts.masked_tiles += masked ? 1 : 0;
+    }
+  }
+  for (const int64_t j : geo_.irregular_k_blocks) {
+    for (int64_t i = 0; i < geo_.q_blocks; ++i) {
+      if (geo_.q_block_class[static_cast<size_t>(i)] < 0) continue;  // counted above
+      const auto [present, masked] = tile_direct(q_rank, i, kv_rank, j);
+      counts.tiles += present ? 1 : 0;
+      counts.masked_tiles += masked ? 1 : 0;
+    }
+  }
+  count_columns(q_rank, kv_rank, counts);
+  return counts;
+}
+
+void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
+  const int32_t ranks = geo_.layout.ranks;
+  require(out.ranks() == ranks, "work matrix has ", out.ranks(), " ranks, the geometry ", ranks);
+  prepare(pattern);
+  for (int32_t q = 0; q < ranks; ++q) {
+    for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
+  }
+}
+
+void WorkCounter::count_head(const KeptPattern& pattern, WorkMatrix& out) {
+  out = WorkMatrix(geo_.layout.ranks);
+  accumulate_head(pattern, out);
+}
+
+WorkMatrix count_head_work(const BlockGeometry& geometry, const KeptPattern& pattern) {
+  WorkCounter counter(geometry);
+  WorkMatrix out;
+  counter.count_head(pattern, out);
+  return out;
+}
+
+}  // namespace sparsering

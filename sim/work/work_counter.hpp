@@ -1,0 +1,143 @@
+// Exact, analytic count of the sparse kernel's work for one head: for every (query rank, K/V chunk)
+// pair of a ring, the tiles, masked tiles, vertical columns and vertical chunks that the index
+// builder (kernels/sparse_index.hpp semantics) produces, without enumerating tiles or tokens.
+//
+// How: a tile's set of global differences global(q) - global(k) is, for regular blocks, a fixed
+// set D_pair shifted by x0 + mu x shift (sim/work/block_geometry.hpp). The tile is in its tile list
+// iff a kept slash offset (or 0) lies in that set. With F_w = { y : some kept offset in [y, y+w] }
+// stored as runs, the mu of the present tiles of a class pair are F_w sampled on an arithmetic
+// progression (runs again), and the tiles they stand for are sums of the trapezoidal count of
+// (a, b) member pairs with a - b = mu. Striped layouts with stripes finer than the blocks use one
+// more level (the stripes of a block form a progression of windows). Masked tiles are the present
+// ones whose difference set reaches below 0. Vertical columns are counted per query block with
+// difference arrays: each kept column adds 1 from the first query block that can see it, and is
+// removed again on the query blocks whose tile list covers its key block (the same presence runs
+// shifted by its block). Irregular blocks (partial, straddling) are checked tile by tile.
+// Cost per head: O(W^2 x class pairs + W x runs of F + verticals x runs + W^2 x query blocks when
+// there are verticals). Tested against token-level brute force in tests/sim/work_counter_test.cpp
+// and against the kernels' index builder in tests/sim/work_counter_index_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/work/block_geometry.hpp"
+#include "sim/work/kept_pattern.hpp"
+#include "sim/work/run_set.hpp"
+#include "sim/work/work_counts.hpp"
+
+namespace sparsering {
+
+/// Counts one head's work matrix for a fixed geometry. Holds scratch buffers: reuse one counter
+/// for many heads; use one counter per thread (not thread-safe). No global state.
+class WorkCounter {
+ public:
+  /// Keeps a reference to `geometry`, which must outlive the counter.
+  explicit WorkCounter(const BlockGeometry& geometry);
+
+  /// Work of one head with kept pattern `pattern` (normalized or not; values must lie in
+  /// [0, seq_len)). `out` is resized to W x W and overwritten: out.at(q, kv) is the work of ring
+  /// rank q on the K/V chunk of ring rank kv. Throws InputError for out-of-range pattern values.
+  void count_head(const KeptPattern& pattern, WorkMatrix& out);
+
+  /// Adds one head's work to `out` (which must already be W x W).
+  void accumulate_head(const KeptPattern& pattern, WorkMatrix& out);
+
+  const BlockGeometry& geometry() const { return geo_; }
+
+ private:
+  struct Presence {
+    RunSet mu;             ///< member-offset values (a - b) of present tiles
+    // mu as a bitset over [base, base + 64 x words) with per-word prefix popcounts, for O(1)
+    // membership and range counts in the column count.
+    int64_t base = 0;
+    std::vector<uint64_t> bits;
+    std::vector<int64_t> rank;  ///< rank[w] = set bits in words [0, w)
+    bool test(int64_t mu_value) const {
+      const int64_t x = mu_value - base;
+      if (x < 0 || x >= static_cast<int64_t>(bits.size()) * 64) return false;
+      return (bits[static_cast<size_t>(x >> 6)] >> (x & 63)) & 1U;
+    }
+    /// Elements of mu in [lo, hi].
+    int64_t count(int64_t lo, int64_t hi) const;
+    int64_t tiles = 0;
+    int64_t masked = 0;
+  };
+  /// Kept columns of one key block that become visible from the same query block.
+  struct ColumnGroup {
+    int64_t first_block = 0;  ///< first query block that may see them
+    int64_t count = 0;
+  };
+  /// The kept columns of one key block of their owner rank. For a query rank below, equal to or
+  /// above the owner (case 0, 1, 2) the first visible query block is the same for every rank of
+  /// the case (block_geometry_test checks this property of the layouts), so the groups are
+  /// computed once per head.
+  struct KeyBlockColumns {
+    int64_t block = 0;
+    int32_t k_class = -1;  ///< -1 for an irregular key block
+    int64_t member = 0;    ///< member index in k_class
+    size_t begin[3] = {0, 0, 0};  ///< groups of each case: group_store_[begin[c], end[c])
+    size_t end[3] = {0, 0, 0};
+  };
+
+  void prepare(const KeptPattern& pattern);
+  const RunSet& dilated_slashes(int64_t width);
+  void compute_presence(const ClassPair& pair, int64_t x0, Presence& out);
+  const Presence& presence(size_t pair_index, int64_t x0);
+  bool any_slash_in(int64_t lo, int64_t hi) const;
+  /// First query block of `q_rank` with a query at or after global position `global`
+  /// (q_blocks if none): the first block that may see a column there.
+  int64_t first_visible_block(int32_t q_rank, int64_t global) const;
+  /// Tile (q block i of rank q, k block j of rank kv) by direct interval checks: {present, masked}.
+  std::pair<bool, bool> tile_direct(int32_t q_rank, int64_t i, int32_t kv_rank, int64_t j);
+  WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
+  void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
+  /// Closed-form column count for rank pairs with few visible columns; false if not applicable.
+  bool count_columns_sparse(int c, int32_t kv_rank, WorkCounts& counts);
+  /// Subtracts `count` columns of regular key block `member` of `k_class` from every regular query
+  /// block at or after `i_min` whose tile list holds that key block.
+  void cover_regular(int32_t k_class, int64_t member, int64_t i_min, int64_t count);
+  void group_columns(int32_t owner, std::vector<int64_t>& locals, std::vector<int64_t>& globals);
+  /// The same by tile-by-tile checks, for irregular query blocks (or every query block when the
+  /// key block is irregular).
+  void cover_direct(int32_t q_rank, int32_t kv_rank, int64_t j, int64_t i_min, bool regular_key_block, int64_t count);
+
+  const BlockGeometry& geo_;
+  std::vector<int64_t> slashes_;  ///< kept offsets, sorted, with 0
+  std::vector<int64_t> widths_;   ///< widths with a cached dilation
+  std::vector<RunSet> dilations_;
+  bool memoize_ = true;
+  std::unordered_map<int64_t, size_t> presence_index_;
+  std::deque<Presence> presence_store_;   ///< deque: stable addresses for pair_presence_
+  std::vector<Presence> pair_scratch_;    ///< per class pair when not memoizing
+  std::vector<int64_t> segment_start_;    ///< [rank][segment] global position of the segment start
+  std::vector<const Presence*> pair_presence_;  ///< per class pair, for the current rank pair
+  // Kept columns by owner rank.
+  std::vector<std::vector<KeyBlockColumns>> key_columns_;
+  std::vector<ColumnGroup> group_store_;
+  std::vector<int64_t> total_visible_;  ///< [owner][case]: columns visible to ranks of the case
+  /// A group of columns of one regular key block, flattened for the covering loop.
+  struct FlatGroup {
+    int64_t member = 0;       ///< member index of the key block in its class
+    int64_t first_block = 0;  ///< first query block that sees the columns
+    int64_t count = 0;
+  };
+  std::vector<std::vector<FlatGroup>> groups_by_k_class_;
+  std::vector<int64_t> scratch_first_block_;
+  // Scratch for the column count.
+  std::vector<int64_t> block_diff_;      ///< per q block: visible minus covered (stride-1 classes), difference array
+  std::vector<int64_t> covered_direct_;  ///< per q block, from tile-by-tile checks
+  std::vector<int64_t> covered_diff_;    ///< per strided q class (at class_offset_), difference array over members
+  std::vector<int64_t> class_offset_;
+  bool strided_classes_ = false;
+  int block_k_shift_ = -1;               ///< log2(block_k) when block_k is a power of two, else -1         ///< some q class has members more than one block apart
+  std::vector<Interval> q_runs_;
+  std::vector<Interval> k_runs_;
+};
+
+/// Convenience: one head's work matrix for `geometry`.
+WorkMatrix count_head_work(const BlockGeometry& geometry, const KeptPattern& pattern);
+
+}  // namespace sparsering

@@ -1,0 +1,62 @@
+// The kernel work of one (query rank, K/V chunk) pair, counted exactly as the index builder lays it
+// out (kernels/sparse_index.hpp): key tiles in the tile lists, how many of them need the in-tile
+// causal mask, vertical columns outside the tiles, and the block_k-column chunks the kernel gathers
+// them in. Also the W x W matrix of these counts for one head or one head group.
+// Tested through tests/sim/work_counter_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace sparsering {
+
+struct WorkCounts {
+  int64_t tiles = 0;          ///< block_q x block_k tiles in the tile lists (slash + diagonal)
+  int64_t masked_tiles = 0;   ///< of those, tiles with a pair that fails causality (in-tile mask)
+  int64_t columns = 0;        ///< vertical columns not covered by a tile, summed over query blocks
+  int64_t column_chunks = 0;  ///< sum over query blocks of ceil(columns / block_k)
+
+  WorkCounts& operator+=(const WorkCounts& other) {
+    tiles += other.tiles;
+    masked_tiles += other.masked_tiles;
+    columns += other.columns;
+    column_chunks += other.column_chunks;
+    return *this;
+  }
+  friend bool operator==(const WorkCounts&, const WorkCounts&) = default;
+};
+
+/// Work of every (query rank, K/V owner rank) pair of one ring, indexed by ring-local ranks:
+/// at(q, kv) is what rank q computes when it holds the K/V chunk of rank kv.
+class WorkMatrix {
+ public:
+  WorkMatrix() = default;
+  explicit WorkMatrix(int32_t ranks) : ranks_(ranks), cells_(static_cast<size_t>(ranks) * static_cast<size_t>(ranks)) {}
+
+  int32_t ranks() const { return ranks_; }
+  WorkCounts& at(int32_t q_rank, int32_t kv_rank) { return cells_[index(q_rank, kv_rank)]; }
+  const WorkCounts& at(int32_t q_rank, int32_t kv_rank) const { return cells_[index(q_rank, kv_rank)]; }
+  /// Sets every cell to zero (keeps the size).
+  void clear() { cells_.assign(cells_.size(), WorkCounts{}); }
+  /// Adds `other` cell by cell. Precondition: same ranks.
+  WorkMatrix& operator+=(const WorkMatrix& other) {
+    for (size_t k = 0; k < cells_.size(); ++k) cells_[k] += other.cells_[k];
+    return *this;
+  }
+  /// Sum over every cell.
+  WorkCounts total() const {
+    WorkCounts sum;
+    for (const WorkCounts& cell : cells_) sum += cell;
+    return sum;
+  }
+  friend bool operator==(const WorkMatrix&, const WorkMatrix&) = default;
+
+ private:
+  size_t index(int32_t q_rank, int32_t kv_rank) const {
+    return static_cast<size_t>(q_rank) * static_cast<size_t>(ranks_) + static_cast<size_t>(kv_rank);
+  }
+  int32_t ranks_ = 0;
+  std::vector<WorkCounts> cells_;
+};
+
+}  // namespace sparsering

@@ -1,0 +1,36 @@
+// Work matrices of a whole model for one geometry: per layer and per head group (head_parallel
+// groups of consecutive query heads, each handled by its own ring), the sum over the group's heads
+// of each head's work matrix (sim/work/work_counter.hpp), times the micro batch. Ring-order and
+// hierarchy independent: ranks are ring positions (layout ranks), so one WorkSet serves every ring
+// order and every hierarchy split of the same (layout, degree, granularity, block sizes).
+// Tested in tests/sim/work_set_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/work/block_geometry.hpp"
+#include "sim/work/pattern_set.hpp"
+#include "sim/work/work_counts.hpp"
+
+namespace sparsering {
+
+struct WorkSet {
+  int64_t layers = 0;
+  int64_t head_groups = 1;
+  int64_t heads_per_group = 0;
+  int64_t micro_batch = 1;
+  std::vector<WorkMatrix> matrices;  ///< (layers x head_groups), layer-major
+
+  const WorkMatrix& at(int64_t layer, int64_t group) const {
+    return matrices[static_cast<size_t>(layer * head_groups + group)];
+  }
+};
+
+/// Counts every layer and head group. `head_groups` must divide the pattern set's heads. Each
+/// matrix is multiplied by `micro_batch` (every sequence of a micro batch has the pattern).
+/// Dense pattern sets are counted once and scaled by the heads of a group.
+WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
+                       int64_t micro_batch);
+
+}  // namespace sparsering

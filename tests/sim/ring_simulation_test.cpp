@@ -1,0 +1,253 @@
+// Ring schedule and ring event simulation: chunk sources, hop structure, closed forms for uniform
+// rings, hierarchical rings that degenerate to flat ones, relabelling, monotonicity, and
+// hand-derived backward and hierarchical timelines (sim/ring/).
+#include "sim/ring/ring_simulation.hpp"
+
+#include "sim/ring/all_gather_pass.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "common/error.hpp"
+
+namespace sparsering {
+namespace {
+
+RingInput uniform_input(const RingSchedule& s, SimNs compute, const std::vector<SimNs>& hop_per_level, SimNs dkv = 0) {
+  const auto w = static_cast<size_t>(s.ranks());
+  const auto levels = static_cast<size_t>(s.levels());
+  RingInput in;
+  in.compute_ns.assign(w * w, compute);
+  in.kv_send_ns.resize(w * w * levels);
+  for (size_t k = 0; k < w * w; ++k) {
+    for (size_t l = 0; l < levels; ++l) in.kv_send_ns[k * levels + l] = hop_per_level[l];
+  }
+  in.dkv_send_ns.assign(w * w, dkv);
+  in.dkv_level.assign(w * w, 0);
+  return in;
+}
+
+TEST(RingScheduleTest, EveryPositionSeesEveryChunkOnce) {
+  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{{1}, {5}, {4, 2}, {2, 3, 2}, {1, 4}, {3, 1}}) {
+    const RingSchedule s(sizes);
+    for (int32_t p = 0; p < s.ranks(); ++p) {
+      std::set<int32_t> seen;
+      for (int32_t t = 0; t < s.ranks(); ++t) seen.insert(s.source(p, t));
+      EXPECT_EQ(static_cast<int32_t>(seen.size()), s.ranks());
+      EXPECT_EQ(s.source(p, 0), p);
+    }
+    // Every step >= 1 is delivered by exactly one send: from the level-k predecessor, which held
+    // that chunk stride_k steps earlier and sends at that step.
+    for (int32_t t = 1; t < s.ranks(); ++t) {
+      const int32_t k = s.arrival_level(t);
+      ASSERT_GE(k, 0);
+      EXPECT_TRUE(s.sends_at(t - s.stride(k), k));
+      for (int32_t p = 0; p < s.ranks(); ++p) {
+        EXPECT_EQ(s.source(s.prev(p, k), t - s.stride(k)), s.source(p, t));
+        EXPECT_EQ(s.next(s.prev(p, k), k), p);
+      }
+    }
+  }
+}
+
+TEST(RingScheduleTest, TwoLevelChunkOffsetIsOuterTimesInnerPlusInner) {
+  const RingSchedule s({8, 4});
+  for (int32_t p = 0; p < 32; ++p) {
+    for (int32_t o = 0; o < 4; ++o) {
+      for (int32_t i = 0; i < 8; ++i) {
+        const int32_t expected = ((p % 8 - i + 8) % 8) + 8 * ((p / 8 - o + 4) % 4);
+        EXPECT_EQ(s.source(p, o * 8 + i), expected);
+      }
+    }
+  }
+  EXPECT_THROW(RingSchedule({0}), InputError);
+  EXPECT_THROW(RingSchedule(std::vector<int64_t>{}), InputError);
+}
+
+TEST(RingSimulationTest, UniformFlatRingClosedForm) {
+  for (int32_t w : {1, 2, 3, 5, 8}) {
+    for (const auto& [c, hop] : std::vector<std::pair<SimNs, SimNs>>{{100, 30}, {30, 100}, {50, 50}, {0, 7}, {7, 0}}) {
+      const RingSchedule s = RingSchedule::flat(w);
+      const RingRun run = simulate_ring(s, uniform_input(s, c, {hop}), false);
+      const SimNs step = std::max(c, hop);
+      for (int32_t p = 0; p < w; ++p) {
+        for (int32_t t = 0; t < w; ++t) {
+          EXPECT_EQ(run.at(p, t).compute_start_ns, t * step) << "w=" << w << " c=" << c << " hop=" << hop;
+          EXPECT_EQ(run.at(p, t).comm_exposed, t >= 1 && hop > c);
+        }
+      }
+      EXPECT_EQ(run.end_ns, (w - 1) * step + c);
+    }
+  }
+}
+
+TEST(RingSimulationTest, OuterLevelOfSizeOneEqualsFlatRing) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 20; ++trial) {
+    const int32_t w = 1 + static_cast<int32_t>(rng() % 7);
+    const RingSchedule flat = RingSchedule::flat(w);
+    const RingSchedule nested({w, 1});
+    const RingSchedule inner_one({1, w});
+    RingInput a;
+    RingInput b;
+    RingInput c;
+    for (int32_t k = 0; k < w * w; ++k) {
+      const auto compute = static_cast<SimNs>(rng() % 100);
+      const auto hop = static_cast<SimNs>(rng() % 100);
+      const auto dkv = static_cast<SimNs>(rng() % 100);
+      a.compute_ns.push_back(compute);
+      b.compute_ns.push_back(compute);
+      c.compute_ns.push_back(compute);
+      a.kv_send_ns.push_back(hop);
+      b.kv_send_ns.insert(b.kv_send_ns.end(), {hop, 999});
+      c.kv_send_ns.insert(c.kv_send_ns.end(), {999, hop});
+      a.dkv_send_ns.push_back(dkv);
+      b.dkv_send_ns.push_back(dkv);
+      c.dkv_send_ns.push_back(dkv);
+      a.dkv_level.push_back(0);
+      b.dkv_level.push_back(0);
+      c.dkv_level.push_back(1);
+    }
+    for (const bool backward : {false, true}) {
+      const RingRun ra = simulate_ring(flat, a, backward);
+      const RingRun rb = simulate_ring(nested, b, backward);
+      const RingRun rc = simulate_ring(inner_one, c, backward);
+      EXPECT_EQ(ra.end_ns, rb.end_ns);
+      EXPECT_EQ(ra.finish_ns, rb.finish_ns);
+      EXPECT_EQ(ra.finish_ns, rc.finish_ns);
+      for (int32_t p = 0; p < w; ++p) {
+        for (int32_t t = 0; t < w; ++t) {
+          EXPECT_EQ(ra.at(p, t).compute_end_ns, rb.at(p, t).compute_end_ns);
+          EXPECT_EQ(ra.at(p, t).compute_end_ns, rc.at(p, t).compute_end_ns);
+        }
+      }
+    }
+  }
+}
+
+TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int32_t w = 6;
+  const RingSchedule s = RingSchedule::flat(w);
+  RingInput in = uniform_input(s, 0, {0}, 0);
+  for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  const int32_t shift = 2;
+  RingInput rotated = in;
+  for (int32_t p = 0; p < w; ++p) {
+    for (int32_t t = 0; t < w; ++t) {
+      const auto from = static_cast<size_t>(p * w + t);
+      const auto to = static_cast<size_t>(((p + shift) % w) * w + t);
+      rotated.compute_ns[to] = in.compute_ns[from];
+      rotated.kv_send_ns[to] = in.kv_send_ns[from];
+      rotated.dkv_send_ns[to] = in.dkv_send_ns[from];
+    }
+  }
+  for (const bool backward : {false, true}) {
+    const RingRun a = simulate_ring(s, in, backward);
+    const RingRun b = simulate_ring(s, rotated, backward);
+    EXPECT_EQ(a.end_ns, b.end_ns);
+    for (int32_t p = 0; p < w; ++p) {
+      EXPECT_EQ(a.finish_ns[static_cast<size_t>(p)], b.finish_ns[static_cast<size_t>((p + shift) % w)]);
+      for (int32_t t = 0; t < w; ++t) EXPECT_EQ(a.at(p, t).compute_end_ns, b.at((p + shift) % w, t).compute_end_ns);
+    }
+  }
+}
+
+TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
+    const RingSchedule s(shapes[rng() % shapes.size()]);
+    RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
+    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.dkv_level) v = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.levels()));
+    const bool backward = rng() % 2 == 1;
+    const RingRun base = simulate_ring(s, in, backward);
+    RingInput less = in;
+    for (auto& v : less.compute_ns) v -= static_cast<SimNs>(rng() % static_cast<uint64_t>(v + 1));
+    if (rng() % 2) {
+      for (auto& v : less.kv_send_ns) v -= static_cast<SimNs>(rng() % static_cast<uint64_t>(v + 1));
+    }
+    const RingRun faster = simulate_ring(s, less, backward);
+    EXPECT_LE(faster.end_ns, base.end_ns);
+    for (size_t p = 0; p < base.finish_ns.size(); ++p) EXPECT_LE(faster.finish_ns[p], base.finish_ns[p]);
+  }
+}
+
+TEST(RingSimulationTest, BackwardTwoRanksByHand) {
+  // W = 2, compute C, K/V hop T, accumulator hop D. Step 0: compute [0, C], K/V hop [0, T],
+  // accumulator hop after compute and after the K/V hop on the same link:
+  // [max(C, T), max(C, T) + D]. Step 1 starts at M = max(C, T), ends at M + C; the accumulator
+  // returns to its owner once it arrived (M + D) and step 1 is done: end = M + max(C, D) + D.
+  for (const auto& [c, t, d] : std::vector<std::tuple<SimNs, SimNs, SimNs>>{{100, 30, 60}, {50, 80, 60}, {10, 10, 10}}) {
+    const RingSchedule s = RingSchedule::flat(2);
+    const RingRun run = simulate_ring(s, uniform_input(s, c, {t}, d), true);
+    const SimNs m = std::max(c, t);
+    EXPECT_EQ(run.at(0, 1).compute_start_ns, m);
+    EXPECT_EQ(run.end_ns, m + std::max(c, d) + d) << c << " " << t << " " << d;
+  }
+}
+
+TEST(RingSimulationTest, HierarchicalOuterHopOverlapsTheInnerRing) {
+  // Levels {2, 2}: the outer hop of the next chunk is posted at step 0 and arrives for step 2.
+  // C = 10, inner hop 4, outer hop 100: steps 0 and 1 run [0, 10], [10, 20]; step 2 waits for the
+  // outer chunk until 100 and runs [100, 110]; its inner forward leaves at 100 and arrives at 104,
+  // so step 3 runs [110, 120].
+  const RingSchedule s({2, 2});
+  const RingRun run = simulate_ring(s, uniform_input(s, 10, {4, 100}), false);
+  for (int32_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(run.at(p, 1).compute_start_ns, 10);
+    EXPECT_EQ(run.at(p, 2).compute_start_ns, 100);
+    EXPECT_TRUE(run.at(p, 2).comm_exposed);
+    EXPECT_EQ(run.at(p, 3).compute_start_ns, 110);
+  }
+  EXPECT_EQ(run.end_ns, 120);
+  const RingMetrics m = ring_metrics(run, std::vector<SimNs>(16, 10));
+  EXPECT_EQ(m.exposed_steps, 4);
+  EXPECT_DOUBLE_EQ(m.worker_imbalance, 1.0);
+}
+
+TEST(RingSimulationTest, MetricsByHand) {
+  const RingSchedule s = RingSchedule::flat(2);
+  RingInput in = uniform_input(s, 0, {0});
+  in.compute_ns = {30, 10, 10, 10};  // rank 0: 30 then 10; rank 1: 10 then 10
+  const RingRun run = simulate_ring(s, in, false);
+  const RingMetrics m = ring_metrics(run, in.compute_ns);
+  EXPECT_DOUBLE_EQ(m.worker_imbalance, 40.0 / 30.0);
+  EXPECT_DOUBLE_EQ(m.step_imbalance[0], 30.0 / 20.0);
+  EXPECT_DOUBLE_EQ(m.step_imbalance[1], 1.0);
+  EXPECT_EQ(run.end_ns, 40);
+}
+
+TEST(AllGatherPassTest, GatherThenComputeBackToBack) {
+  // W = 3, compute C per chunk, gather G: the own chunk at once, the others after the gather:
+  // end = max(C, G) + 2C; backward adds the reduce-scatter S after the slowest rank.
+  for (const auto& [c, g] : std::vector<std::pair<SimNs, SimNs>>{{10, 4}, {10, 25}}) {
+    const std::vector<SimNs> compute(9, c);
+    const RingRun fwd = simulate_all_gather_pass(3, compute, g, 0);
+    EXPECT_EQ(fwd.end_ns, std::max(c, g) + 2 * c);
+    EXPECT_EQ(fwd.at(1, 1).comm_exposed, g > c);
+    const RingRun bwd = simulate_all_gather_pass(3, compute, g, 7);
+    EXPECT_EQ(bwd.end_ns, std::max(c, g) + 2 * c + 7);
+  }
+  EXPECT_THROW(simulate_all_gather_pass(3, std::vector<SimNs>(8, 1), 0, 0), InputError);
+}
+
+TEST(RingSimulationTest, RejectsMismatchedInputs) {
+  const RingSchedule s = RingSchedule::flat(3);
+  RingInput in = uniform_input(s, 1, {1});
+  in.compute_ns.pop_back();
+  EXPECT_THROW(simulate_ring(s, in, false), InputError);
+  in = uniform_input(s, 1, {1});
+  in.kv_send_ns[0] = -1;
+  EXPECT_THROW(simulate_ring(s, in, false), InputError);
+}
+
+}  // namespace
+}  // namespace sparsering

@@ -1,0 +1,202 @@
+// End-to-end simulator: a hand-derived dense two-rank ring, determinism across contexts, work
+// cache reuse across ring orders, relabelling of symmetric ranks, hierarchical rings with a
+// one-node outer level, monotonicity in sparsity, and input checks (sim/step/simulation.hpp).
+#include "sim/step/simulation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/error.hpp"
+#include "tests/sim/sim_test_inputs.hpp"
+
+namespace sparsering {
+namespace {
+
+using testing::small_cluster;
+using testing::small_model;
+using testing::small_plan;
+using testing::small_trace;
+
+TEST(SimulationTest, DenseTwoRankRingByHand) {
+  // Dense, contiguous, W = 2, N = 2048, blocks of 64: nb = 16 local blocks, 4 query heads per
+  // launch. Rank 0: own chunk nb(nb+1)/2 = 136 tiles per head, then nothing (later chunk).
+  // Rank 1: 136 tiles, then nb^2 = 256 tiles on chunk 0. Calibrated forward: 2 us + 0.01 us/tile:
+  // C0 = 2 + 0.04 x 136 = 7.44 us, C1 = 2 + 0.04 x 256 = 12.24 us. K/V chunk: 1024 tokens x 2 KV
+  // heads x 64 x (K, V) x 2 bytes = 524288 bytes at 2 us + 100 GB/s = 7.24288 us -> 7243 ns.
+  // Rank 1's second step starts at max(C0, T) = 7440 ns and ends 12240 ns later.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 2);
+  const PlanConfig plan = small_plan(2048, 2, "contiguous", 0, false, {{2, "nvlink"}});
+  SimulationContext context;
+  const SimulationResult r = simulate(context, plan, model, cluster, nullptr);
+  ASSERT_EQ(r.layers.size(), 2U);
+  EXPECT_TRUE(r.dense);
+  EXPECT_TRUE(r.calibrated);
+  EXPECT_EQ(r.layers[0].attention_fwd_ns, 7440 + 12240);
+  const RingPassResult& fwd = r.rings[0];
+  EXPECT_FALSE(fwd.backward);
+  EXPECT_EQ(fwd.run.at(0, 0).compute_end_ns, 7440);
+  EXPECT_EQ(fwd.run.at(0, 1).compute_end_ns - fwd.run.at(0, 1).compute_start_ns, 0) << "no work on a later chunk";
+  EXPECT_EQ(fwd.run.at(1, 1).recv_end_ns, 7243);
+  EXPECT_EQ(fwd.run.at(1, 1).compute_start_ns, 7440);
+  EXPECT_FALSE(fwd.run.at(1, 1).comm_exposed);
+  EXPECT_EQ(r.layers[0].work.tiles, 4 * (136 + 136 + 256));
+  EXPECT_GT(r.step.step_ns, r.step.forward_ns + r.step.backward_ns - 1);
+  EXPECT_GT(r.step.tokens_per_s, 0.0);
+  EXPECT_TRUE(r.memory.fits);
+}
+
+TEST(SimulationTest, TwoSimulationsAgreeAndReuseWork) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 4);
+  const Trace trace = small_trace(2, 4, 4096, 11);
+  PlanConfig plan = small_plan(4096, 8, "striped", 64, true, {{4, "nvlink"}, {2, "infiniband"}});
+  SimulationOptions options;
+  options.trace_key = "small";
+  SimulationContext shared;
+  SimulationContext fresh;
+  const SimulationResult a = simulate(shared, plan, model, cluster, &trace, options);
+  const SimulationResult b = simulate(fresh, plan, model, cluster, &trace, options);
+  EXPECT_EQ(a.step.step_ns, b.step.step_ns);
+  ASSERT_EQ(a.rings.size(), b.rings.size());
+  for (size_t k = 0; k < a.rings.size(); ++k) {
+    EXPECT_EQ(a.rings[k].run.finish_ns, b.rings[k].run.finish_ns);
+    EXPECT_EQ(a.rings[k].compute_ns, b.rings[k].compute_ns);
+  }
+  // Another hierarchy split of the same layout and degree reuses the counted work.
+  plan.ring_levels = {{8, LinkKind::infiniband}};
+  const SimulationResult c = simulate(shared, plan, model, cluster, &trace, options);
+  EXPECT_EQ(shared.work_cache_hits(), 1);
+  EXPECT_EQ(c.layers[0].work, a.layers[0].work);
+  const SimulationResult again = simulate(shared, plan, model, cluster, &trace, options);
+  EXPECT_EQ(again.step.step_ns, c.step.step_ns);
+}
+
+TEST(SimulationTest, RelabellingSymmetricRanksChangesNothing) {
+  // One node, identical NVLink between every pair: any ring order times the same.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 4);
+  const Trace trace = small_trace(2, 4, 4096, 5);
+  PlanConfig plan = small_plan(4096, 4, "zigzag", 0, true, {{4, "nvlink"}});
+  SimulationContext context;
+  const SimulationResult a = simulate(context, plan, model, cluster, &trace);
+  plan.ring_order = {2, 0, 3, 1};
+  const SimulationResult b = simulate(context, plan, model, cluster, &trace);
+  EXPECT_EQ(a.step.step_ns, b.step.step_ns);
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    EXPECT_EQ(a.layers[l].attention_fwd_ns, b.layers[l].attention_fwd_ns);
+    EXPECT_EQ(a.layers[l].attention_bwd_ns, b.layers[l].attention_bwd_ns);
+  }
+}
+
+TEST(SimulationTest, OneNodeOuterLevelEqualsFlatRing) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 4);
+  const Trace trace = small_trace(2, 4, 4096, 3);
+  SimulationContext context;
+  const SimulationResult flat =
+      simulate(context, small_plan(4096, 4, "striped", 64, true, {{4, "nvlink"}}), model, cluster, &trace);
+  const SimulationResult nested =
+      simulate(context, small_plan(4096, 4, "striped", 64, true, {{4, "nvlink"}, {1, "nvlink"}}), model, cluster, &trace);
+  EXPECT_EQ(flat.step.step_ns, nested.step.step_ns);
+  EXPECT_EQ(flat.layers[1].attention_bwd_ns, nested.layers[1].attention_bwd_ns);
+}
+
+TEST(SimulationTest, MoreSparsityNeverSlower) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 2);
+  const Trace trace = small_trace(2, 4, 4096, 17);
+  SimulationContext context;
+  // A higher recall keeps a superset (recall selection keeps a prefix of the mass-sorted
+  // candidates), so it is never faster.
+  SimNs previous = 0;
+  int64_t previous_tiles = 0;
+  for (const double recall : {0.3, 0.6, 0.9, 1.0}) {
+    PlanConfig plan = small_plan(4096, 4, "striped", 64, true, {{2, "nvlink"}, {2, "infiniband"}});
+    plan.sparse.recall = recall;
+    const SimulationResult r = simulate(context, plan, model, cluster, &trace);
+    EXPECT_GE(r.step.step_ns, previous) << "recall " << recall;
+    EXPECT_GE(r.layers[0].work.tiles, previous_tiles);
+    previous = r.step.step_ns;
+    previous_tiles = r.layers[0].work.tiles;
+  }
+  // Dense computes every tile a sparse plan could (it skips estimation and vertical gathers, so
+  // its step time is not bounded by the sparse one).
+  const SimulationResult dense =
+      simulate(context, small_plan(4096, 4, "striped", 64, false, {{2, "nvlink"}, {2, "infiniband"}}), model, cluster, nullptr);
+  EXPECT_GE(dense.layers[0].work.tiles, previous_tiles);
+}
+
+TEST(SimulationTest, HeadParallelGroupsAndDataParallelReplicas) {
+  const ModelConfig model = small_model();
+  const Trace trace = small_trace(2, 4, 4096, 8);
+  SimulationContext context;
+  // 2 nodes x 2: ring 0 = ranks 0, 1 (head group 0), ring 1 = ranks 2, 3 (head group 1); the
+  // Ulysses groups {0, 2} and {1, 3} cross the nodes.
+  const SimulationResult u = simulate(context, small_plan(4096, 2, "striped", 64, true, {{2, "nvlink"}}, 2, 1), model,
+                                      small_cluster(2, 2), &trace);
+  ASSERT_EQ(u.ring_classes.size(), 2U);
+  EXPECT_EQ(u.heads_per_group, 2);
+  SimNs slowest = 0;
+  for (const RingPassResult& pass : u.rings) {
+    if (pass.layer == 0 && !pass.backward) slowest = std::max(slowest, pass.run.end_ns);
+  }
+  EXPECT_EQ(u.layers[0].attention_fwd_ns, slowest);
+  bool has_ulysses = false;
+  for (const LayerPhase& phase : u.layers[0].forward) has_ulysses = has_ulysses || phase.name == "ulysses_a2a_in";
+  EXPECT_TRUE(has_ulysses);
+  // Two data-parallel replicas on one node time alike: one ring class for both rings.
+  const SimulationResult d = simulate(context, small_plan(4096, 2, "striped", 64, true, {{2, "nvlink"}}, 1, 2), model,
+                                      small_cluster(1, 4), &trace);
+  ASSERT_EQ(d.ring_classes.size(), 1U);
+  EXPECT_EQ(d.ring_classes[0].rings, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(d.step.tokens_per_step, 2 * 4096);
+}
+
+TEST(SimulationTest, AllGatherPrimitive) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 4);
+  const Trace trace = small_trace(2, 4, 4096, 6);
+  PlanConfig plan = small_plan(4096, 4, "striped", 64, true, {{4, "nvlink"}});
+  plan.comm = CommPrimitive::all_gather;
+  SimulationContext context;
+  const SimulationResult r = simulate(context, plan, model, cluster, &trace);
+  // Forward: every rank computes its chunks back to back once the gather is done.
+  const RingPassResult& fwd = r.rings[0];
+  for (int32_t p = 0; p < 4; ++p) {
+    for (int32_t t = 1; t < 4; ++t) EXPECT_GE(fwd.run.at(p, t).compute_start_ns, fwd.run.at(p, 1).recv_end_ns);
+  }
+  EXPECT_TRUE(fwd.run.transfers.empty());
+  EXPECT_EQ(r.memory.bytes_of("ring_buffers"),
+            estimate_memory(plan, model, cluster.gpu_config, layer_shapes(plan, model), 0).bytes_of("ring_buffers"));
+}
+
+TEST(SimulationTest, RejectsMismatchedInputs) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 2);
+  SimulationContext context;
+  const PlanConfig sparse_plan = small_plan(2048, 2, "contiguous", 0, true, {{2, "nvlink"}});
+  EXPECT_THROW(simulate(context, sparse_plan, model, cluster, nullptr), InputError) << "sparse needs a trace";
+  const Trace wrong_len = small_trace(2, 4, 4096, 1);
+  EXPECT_THROW(simulate(context, sparse_plan, model, cluster, &wrong_len), InputError) << "trace length";
+  const Trace wrong_layers = small_trace(3, 4, 2048, 1);
+  EXPECT_THROW(simulate(context, sparse_plan, model, cluster, &wrong_layers), InputError) << "trace layers";
+  SimulationOptions options;
+  options.trace_sample = 5;
+  const Trace ok = small_trace(2, 4, 2048, 1);
+  EXPECT_THROW(simulate(context, sparse_plan, model, cluster, &ok, options), InputError) << "sample";
+}
+
+TEST(SimulationTest, MemoryDoesNotFitSaysWhy) {
+  const ModelConfig model = small_model();
+  ClusterConfig cluster = small_cluster(1, 2);
+  cluster.gpu_config.memory_gib = 0.001;
+  SimulationContext context;
+  const SimulationResult r = simulate(context, small_plan(2048, 2, "zigzag", 0, false, {{2, "nvlink"}}), model, cluster, nullptr);
+  EXPECT_FALSE(r.memory.fits);
+  EXPECT_NE(r.memory.reason.find("GiB"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sparsering

@@ -1,0 +1,213 @@
+// The analytic work counter equals token-level brute force (tests/sim/work_oracle.hpp) on fresh
+// random patterns for every layout, stripe granularity, ring pair, block shape (including
+// partial blocks and blocks straddling zigzag halves), and on hand-derived closed forms.
+#include "sim/work/work_counter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/error.hpp"
+#include "tests/sim/work_oracle.hpp"
+
+namespace sparsering {
+namespace {
+
+KeptPattern random_pattern(std::mt19937_64& rng, int64_t n) {
+  KeptPattern p;
+  std::uniform_int_distribution<int64_t> any(0, n - 1);
+  const int style = static_cast<int>(rng() % 4);
+  const uint64_t window_cap = (rng() % 5 == 0) ? static_cast<uint64_t>(n) : 12;
+  const int64_t window = static_cast<int64_t>(rng() % window_cap);
+  for (int64_t d = 0; d < std::min(window, n); ++d) p.slash_offsets.push_back(d);  // local window
+  const int64_t far = style == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(style == 3 ? n : 6));
+  for (int64_t k = 0; k < far; ++k) p.slash_offsets.push_back(any(rng));
+  const int64_t sinks = static_cast<int64_t>(rng() % 5);
+  for (int64_t v = 0; v < sinks && v < n; ++v) p.vertical_positions.push_back(v);
+  const int64_t verticals = static_cast<int64_t>(rng() % static_cast<uint64_t>(style == 2 ? n : 10));
+  for (int64_t k = 0; k < verticals; ++k) p.vertical_positions.push_back(any(rng));
+  std::shuffle(p.slash_offsets.begin(), p.slash_offsets.end(), rng);  // the counter must not rely on order
+  return p;
+}
+
+std::string describe(const TokenLayout& layout, int64_t bq, int64_t bk) {
+  return str(to_string(layout.kind), " N=", layout.seq_len_tokens, " W=", layout.ranks, " G=",
+             layout.granularity_tokens, " bq=", bq, " bk=", bk);
+}
+
+void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t bk, const KeptPattern& pattern) {
+  const BlockGeometry geo = make_block_geometry(layout, bq, bk);
+  const WorkMatrix fast = count_head_work(geo, pattern);
+  const WorkMatrix slow = testing::brute_force_work(layout, bq, bk, pattern);
+  for (int32_t r = 0; r < layout.ranks; ++r) {
+    for (int32_t src = 0; src < layout.ranks; ++src) {
+      const WorkCounts& a = fast.at(r, src);
+      const WorkCounts& b = slow.at(r, src);
+      ASSERT_EQ(a.tiles, b.tiles) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.masked_tiles, b.masked_tiles) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.columns, b.columns) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.column_chunks, b.column_chunks) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+    }
+  }
+}
+
+TEST(WorkCounterTest, MatchesBruteForceOnRandomLayoutsAndPatterns) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t blocks[] = {1, 2, 3, 4, 5, 8, 16};
+  for (int trial = 0; trial < 400; ++trial) {
+    const int32_t w = 1 + static_cast<int32_t>(rng() % 5);
+    const auto kind = static_cast<LayoutKind>(rng() % 3);
+    int64_t g = 0;
+    int64_t unit = kind == LayoutKind::zigzag ? 2 * w : w;
+    if (kind == LayoutKind::striped) {
+      const int64_t gs[] = {1, 2, 3, 4, 6, 8, 16};
+      g = gs[rng() % 7];
+      unit = g * w;
+    }
+    const int64_t n = unit * (1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, 160 / unit))));
+    const TokenLayout layout = make_token_layout(kind, n, w, g);
+    const int64_t bq = blocks[rng() % 7];
+    const int64_t bk = blocks[rng() % 7];
+    expect_matches_brute_force(layout, bq, bk, random_pattern(rng, n));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(WorkCounterTest, MatchesBruteForceOnKernelShapes) {
+  // Block sizes as the kernel uses them (64/128 rows, 64 columns) scaled down by 16 so the
+  // brute force stays small, with stripes equal to, finer and coarser than the blocks.
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 60; ++trial) {
+    const int32_t w = 1 << (rng() % 3);
+    const int64_t bq = (rng() % 2) ? 4 : 8;
+    const int64_t bk = 4;
+    const int64_t gs[] = {1, 2, 4, 8, 16};
+    const int64_t g = gs[rng() % 5];
+    const int64_t n = 256;
+    for (const TokenLayout& layout : {make_token_layout(LayoutKind::contiguous, n, w),
+                                      make_token_layout(LayoutKind::zigzag, n, w),
+                                      make_token_layout(LayoutKind::striped, n, w, g)}) {
+      expect_matches_brute_force(layout, bq, bk, random_pattern(rng, n));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(WorkCounterTest, DenseCausalClosedForm) {
+  // Every offset kept: each rank computes the causal part of every chunk. With B-token blocks,
+  // a contiguous layout gives rank r on its own chunk nb(nb+1)/2 tiles (nb of them masked) and
+  // nb^2 unmasked tiles on every earlier chunk; the diagonal tiles of later chunks never appear.
+  const int64_t n = 512;
+  const int32_t w = 4;
+  const int64_t b = 16;
+  const int64_t nb = n / w / b;
+  KeptPattern dense;
+  for (int64_t d = 0; d < n; ++d) dense.slash_offsets.push_back(d);
+  const WorkMatrix work = count_head_work(make_block_geometry(make_token_layout(LayoutKind::contiguous, n, w), b, b), dense);
+  for (int32_t r = 0; r < w; ++r) {
+    for (int32_t src = 0; src < w; ++src) {
+      const WorkCounts& c = work.at(r, src);
+      if (src == r) {
+        EXPECT_EQ(c.tiles, nb * (nb + 1) / 2);
+        EXPECT_EQ(c.masked_tiles, nb);
+      } else if (src < r) {
+        EXPECT_EQ(c.tiles, nb * nb);
+        EXPECT_EQ(c.masked_tiles, 0);
+      } else {
+        EXPECT_EQ(c.tiles, 0);
+      }
+    }
+  }
+}
+
+TEST(WorkCounterTest, StripedBlockDiagonalIdentity) {
+  // Striped with G = block size: at step s every rank computes exactly the block diagonals
+  // Delta = s (mod W) (method.md section 4). One kept offset d = 5B + 3 crosses the block
+  // diagonals floor(d/B) = 5 and ceil(d/B) = 6, which with W = 4 live at steps 1 and 2. At step s
+  // rank r >= s holds chunk r - s and meets Delta as local diagonal i - j = (Delta - s) / W;
+  // rank r < s holds chunk r - s + W and meets it as i - j = (Delta - s + W) / W. A local
+  // diagonal i - j = m has nb - m tiles.
+  const int64_t n = 1024;
+  const int32_t w = 4;
+  const int64_t b = 16;
+  const int64_t nb = n / w / b;  // 16 local blocks
+  KeptPattern p;
+  p.slash_offsets = {5 * b + 3};
+  const WorkMatrix work = count_head_work(make_block_geometry(make_token_layout(LayoutKind::striped, n, w, b), b, b), p);
+  for (int32_t r = 0; r < w; ++r) {
+    for (int32_t s = 0; s < w; ++s) {
+      const int32_t src = kv_source_rank(r, s, w);
+      int64_t expected = 0;
+      if (s == 0) expected = nb;  // the diagonal (offset 0 is always kept)
+      if (s == 1 || s == 2) expected = (r >= s) ? nb - 1 : nb - 2;
+      EXPECT_EQ(work.at(r, src).tiles, expected) << "r=" << r << " s=" << s;
+    }
+  }
+}
+
+TEST(WorkCounterTest, VerticalChunksRoundUpPerQueryBlock) {
+  // One rank, 4 blocks of 8 tokens, only the diagonal tiles kept. Columns 0..9 kept: block 0
+  // covers columns 0..7 with its own diagonal tile, so query block 0 gathers none; blocks 1..3
+  // see all 10 columns except those in their own diagonal tile (block 1 loses 8, 9).
+  const int64_t b = 8;
+  KeptPattern p;
+  for (int64_t v = 0; v < 10; ++v) p.vertical_positions.push_back(v);
+  const WorkMatrix work = count_head_work(make_block_geometry(make_token_layout(LayoutKind::contiguous, 32, 1), b, b), p);
+  const WorkCounts& c = work.at(0, 0);
+  EXPECT_EQ(c.tiles, 4);
+  EXPECT_EQ(c.masked_tiles, 4);
+  EXPECT_EQ(c.columns, 0 + 8 + 10 + 10);
+  EXPECT_EQ(c.column_chunks, 0 + 1 + 2 + 2);
+}
+
+TEST(WorkCounterTest, NormalizeSortsDeduplicatesAndAddsOffsetZero) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (const int64_t n : {int64_t{50}, int64_t{5000}, int64_t{1} << 20}) {
+    for (const size_t count : {size_t{3}, size_t{100}, size_t{20000}}) {
+      KeptPattern p;
+      std::uniform_int_distribution<int64_t> any(1, n - 1);
+      for (size_t k = 0; k < count; ++k) {
+        p.slash_offsets.push_back(any(rng));
+        p.vertical_positions.push_back(any(rng));
+      }
+      std::vector<int64_t> slashes = p.slash_offsets;
+      slashes.push_back(0);
+      std::sort(slashes.begin(), slashes.end());
+      slashes.erase(std::unique(slashes.begin(), slashes.end()), slashes.end());
+      std::vector<int64_t> verticals = p.vertical_positions;
+      std::sort(verticals.begin(), verticals.end());
+      verticals.erase(std::unique(verticals.begin(), verticals.end()), verticals.end());
+      const KeptPattern norm = normalize_pattern(p, n);
+      EXPECT_EQ(norm.slash_offsets, slashes);
+      EXPECT_EQ(norm.vertical_positions, verticals);
+    }
+  }
+}
+
+TEST(WorkCounterTest, RejectsPatternsOutsideTheSequence) {
+  const BlockGeometry geo = make_block_geometry(make_token_layout(LayoutKind::contiguous, 64, 2), 8, 8);
+  KeptPattern p;
+  p.slash_offsets = {64};
+  EXPECT_THROW(count_head_work(geo, p), InputError);
+  p.slash_offsets = {};
+  p.vertical_positions = {-1};
+  EXPECT_THROW(count_head_work(geo, p), InputError);
+}
+
+TEST(WorkCounterTest, CounterIsReusableAcrossHeads) {
+  std::mt19937_64 rng(std::random_device{}());
+  const TokenLayout layout = make_token_layout(LayoutKind::zigzag, 240, 3);
+  const BlockGeometry geo = make_block_geometry(layout, 8, 4);
+  WorkCounter counter(geo);
+  WorkMatrix sum(3);
+  WorkMatrix expected(3);
+  for (int head = 0; head < 5; ++head) {
+    const KeptPattern p = random_pattern(rng, 240);
+    counter.accumulate_head(p, sum);
+    expected += testing::brute_force_work(layout, 8, 4, p);
+  }
+  EXPECT_EQ(sum, expected);
+}
+
+}  // namespace
+}  // namespace sparsering

@@ -1,0 +1,29 @@
+// Launcher of the GPU recall (top-p) selection: per row, the smallest mass-sorted prefix of
+// entries whose mass reaches the recall target, as traces/recall.hpp defines it (candidates =
+// every entry of the row, ties broken by smaller index, never a zero-mass entry, capped), written
+// as ascending indices: the kept vertical keys or slash offsets the index build reads.
+// CPU oracle: recall_prefix_length (traces/recall.hpp). Tested in
+// tests/kernels_gpu/recall_select_test.cpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace sparsering {
+
+struct RecallSelectParams {
+  int32_t rows = 0;            ///< independent rows (batch x heads)
+  int64_t entries = 0;         ///< n: masses per row (keys or offsets), < 2^31
+  double recall = 0.95;        ///< p in (0, 1]
+  int32_t capacity = 4096;     ///< cap on kept entries per row, >= 1
+  const float* mass = nullptr; ///< (rows, n) masses >= 0
+  int32_t* kept_count = nullptr; ///< (rows) written
+  int32_t* kept_index = nullptr; ///< (rows, capacity) written: kept indices ascending, rest untouched
+};
+
+/// Queues the selection on `stream` (sorts in stream-ordered scratch memory with CUB).
+/// Throws InputError for bad settings or pointers, CudaError on failure.
+void launch_recall_select(const RecallSelectParams& params, cudaStream_t stream);
+
+}  // namespace sparsering

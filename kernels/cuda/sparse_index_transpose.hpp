@@ -1,0 +1,41 @@
+// The transposed tile index the backward pass walks: for every (batch, KV head, key block) the
+// (query head of the group, query block, masked) entries whose tile list holds that key block,
+// sorted by (head, query block). Built on the GPU from the forward index with CUB (radix sort of
+// packed keys, scan of per-segment counts), in stream-ordered scratch memory. Deterministic.
+// Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp against a host transposition.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/attention_params.hpp"
+#include "kernels/cuda/device_buffer.hpp"
+
+namespace sparsering {
+
+/// Device view of a transposed index. Segment s = (b * Hkv + hk) * key_blocks + j spans
+/// entries [offsets[s], offsets[s+1]); entry code = (g * q_blocks + i) * 2 + masked, where query
+/// head h = hk * group + g.
+struct TransposedIndexView {
+  int32_t segments = 0;
+  int32_t key_blocks = 0;  ///< ceil(kv_len / block_k)
+  int32_t group = 1;       ///< Hq / Hkv
+  int32_t q_blocks = 0;
+  const int32_t* offsets = nullptr;  ///< (segments + 1)
+  const int32_t* entries = nullptr;  ///< (tiles)
+};
+
+/// A transposed index and the stream-ordered memory holding it (freed on `stream` when dropped).
+struct TransposedIndex {
+  TransposedIndexView view;
+  std::unique_ptr<StreamBuffer> storage;
+};
+
+/// Queues the transposition of `index` (device view, for `shape`) on `stream` and returns it.
+/// Preconditions: the index passed check_sparse_attention_problem for `shape`.
+TransposedIndex launch_sparse_index_transpose(const SparseIndexView& index, const AttentionShape& shape,
+                                              cudaStream_t stream);
+
+}  // namespace sparsering

@@ -15,6 +15,9 @@ void add_trace_command(CLI::App& app, const GlobalOptions& global);
 /// (cli/simulate_command.cpp).
 void add_simulate_command(CLI::App& app, const GlobalOptions& global);
 
+/// `sparsering export`: hand a plan to a training framework (cli/export_command.cpp).
+void add_export_command(CLI::App& app, const GlobalOptions& global);
+
 /// Commands that need a GPU build; without CUDA they are registered but explain how to get them
 /// (cli/gpu_commands.cpp or cli/gpu_commands_unavailable.cpp, chosen by CMake).
 void add_gpu_commands(CLI::App& app, const GlobalOptions& global);

@@ -1,0 +1,81 @@
+// `sparsering export PLAN --to megatron|te|torchtitan|mtraining|chakra|torch --out DIR`
+//   [--durations SIM.json] [--layers N] [--pattern-config NAME] [--force]
+// Loads the plan with its model and cluster, hands it to the exporter (tuner/export/), writes the
+// files and NOTES.md into DIR, and prints what the target cannot express of the plan. Tested by
+// tests/tuner/export_command_test.cpp, which runs the built binary.
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+#include "sim/config/plan_config.hpp"
+#include "tuner/export/export_plan.hpp"
+
+namespace sparsering::cli {
+namespace {
+
+struct ExportCommandOptions {
+  std::string plan_path;
+  std::string target;
+  std::string durations_path;
+  int64_t layers = 0;
+  std::string pattern_config;
+};
+
+void run_export(const ExportCommandOptions& o, const GlobalOptions& global) {
+  require(!global.out.empty(), "export needs --out DIR (the folder to write the export into)");
+  const ExportTarget target = parse_export_target(o.target);
+  const LoadedPlan loaded = load_plan_with_inputs(o.plan_path);
+  ExportOptions options;
+  options.durations_path = o.durations_path;
+  options.chakra_layers = o.layers;
+  options.pattern_config_name = o.pattern_config;
+  const ExportBundle bundle = export_plan(target, ExportInput{loaded.plan, loaded.model, loaded.cluster}, options);
+  const auto written = write_export_bundle(bundle, global.out, global.force);
+  if (global.format == OutputFormat::json) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& path : written) files.push_back(path.string());
+    const nlohmann::json doc = {{"target", bundle.target}, {"plan", bundle.plan_name}, {"out", global.out},
+                                {"exact", bundle.exact()},  {"lost", bundle.lost},     {"notes", bundle.notes},
+                                {"files", files}};
+    std::cout << doc.dump(2) << '\n';
+    return;
+  }
+  std::cout << "exported plan " << bundle.plan_name << " to " << bundle.target << ": " << written.size()
+            << " files in " << global.out << " (see " << (std::filesystem::path(global.out) / "NOTES.md").string()
+            << ")\n";
+  if (bundle.exact()) {
+    std::cout << "nothing of the plan is lost\n";
+  } else {
+    std::cout << "what " << bundle.target << " cannot express of the plan:\n";
+    for (const std::string& line : bundle.lost) std::cout << "  - " << line << '\n';
+  }
+  if (global.verbosity > 0) {
+    for (const std::string& line : bundle.notes) std::cerr << "note: " << line << '\n';
+  }
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<ExportCommandOptions>();
+  auto* cmd = app.add_subcommand(
+      "export", "Export a plan to a training framework or simulator (writes a folder; --out DIR)");
+  cmd->add_option("plan", options->plan_path, "Plan file (configs/plans/<name>.yaml)")->required();
+  cmd->add_option("--to", options->target, "Target: megatron, te, torchtitan, mtraining, chakra or torch")
+      ->required()
+      ->option_text("TARGET");
+  cmd->add_option("--durations", options->durations_path,
+                  "chakra: per-(rank, step) kernel times: `simulate --out DIR`'s DIR/result.json, or JSON "
+                  "{\"forward\": [[ns per step] per rank], \"backward\": ...}");
+  cmd->add_option("--layers", options->layers,
+                  "chakra: attention layers chained in each rank's trace (0 = every layer of the durations)")
+      ->capture_default_str();
+  cmd->add_option("--pattern-config", options->pattern_config,
+                  "mtraining: MInference pattern config name (default: the one published for the model)");
+  cmd->callback([options, &global] { run_export(*options, global); });
+}
+
+}  // namespace sparsering::cli

@@ -5,6 +5,8 @@
 //   dK += dS^T Q, and dQ += dS K through shared memory and fp32 atomics.
 // Key-block pass: one CTA per (batch, KV head, 64-key sub-block) walks the transposed index over
 //   every query head of the GQA group, so it owns its dK/dV rows (registers, one += at the end).
+//   The next query tile's Q and dO (cp.async), statistics and index entry load while the current
+//   one computes, so no warp waits on global memory before its MMAs.
 // Column pass: one CTA per (row, 64-query tile) with vertical columns walks its gathered chunks;
 //   each chunk's dK/dV goes out with fp32 atomics (many query tiles share a column).
 // Tested against sparse_attn_bwd_ref in tests/kernels_gpu/sparse_attn_bwd_test.cpp.
@@ -71,10 +73,12 @@ struct PairTiles {
 
 /// One pair step: accumulates the warp's dK/dV rows and adds scale * dS K into dq with atomics
 /// (`dq_rows` points at the (Sq, D) fp32 slice of the row, `q0` the first query, q_len bound).
-template <int kHeadDim>
+/// `after_scores()` runs once S^T is computed, before anything reads the query statistics: the
+/// key-block pass writes the next tile's statistics there, whose global loads were issued earlier.
+template <int kHeadDim, typename AfterScores>
 __device__ __forceinline__ void bwd_pair_step(const PairTiles& tiles, bool masked, float scale_log2, float scale,
                                               KeyGradients<kHeadDim>& grads, float* dq_rows, int64_t q0,
-                                              int64_t q_len) {
+                                              int64_t q_len, AfterScores after_scores) {
   constexpr int kDSteps = kHeadDim / 16;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -96,17 +100,27 @@ __device__ __forceinline__ void bwd_pair_step(const PairTiles& tiles, bool maske
       cuda::mma_bf16_16816(s[2 * np + 1], ka, qb[2], qb[3]);
     }
   }
-  // P^T = exp(scale * S^T - lse), masked pairs 0.
-  int32_t key_global[2];
-  key_global[0] = tiles.k_global[warp * 16 + lane / 4];
-  key_global[1] = tiles.k_global[warp * 16 + lane / 4 + 8];
+  after_scores();
+  // P^T = exp(scale * S^T - lse), masked pairs 0. Query columns 2c, 2c+1 of a quad lane are
+  // adjacent: one 8-byte shared load each for lse and (below) delta.
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
+    const float2 lse2 = *reinterpret_cast<const float2*>(tiles.lse2 + nt * 8 + (lane % 4) * 2);
+    s[nt][0] = cuda::fast_exp2(fmaf(s[nt][0], scale_log2, -lse2.x));
+    s[nt][1] = cuda::fast_exp2(fmaf(s[nt][1], scale_log2, -lse2.y));
+    s[nt][2] = cuda::fast_exp2(fmaf(s[nt][2], scale_log2, -lse2.x));
+    s[nt][3] = cuda::fast_exp2(fmaf(s[nt][3], scale_log2, -lse2.y));
+  }
+  if (masked) {
+    const int32_t key_global0 = tiles.k_global[warp * 16 + lane / 4];
+    const int32_t key_global1 = tiles.k_global[warp * 16 + lane / 4 + 8];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = nt * 8 + (lane % 4) * 2 + (e & 1);
-      const float p = exp2f(fmaf(s[nt][e], scale_log2, -tiles.lse2[col]));
-      s[nt][e] = (masked && tiles.q_global[col] < key_global[e / 2]) ? 0.0f : p;
+    for (int nt = 0; nt < 8; ++nt) {
+      const int2 q_global = *reinterpret_cast<const int2*>(tiles.q_global + nt * 8 + (lane % 4) * 2);
+      if (q_global.x < key_global0) s[nt][0] = 0.0f;
+      if (q_global.y < key_global0) s[nt][1] = 0.0f;
+      if (q_global.x < key_global1) s[nt][2] = 0.0f;
+      if (q_global.y < key_global1) s[nt][3] = 0.0f;
     }
   }
   // dV += P^T dO.
@@ -143,8 +157,11 @@ __device__ __forceinline__ void bwd_pair_step(const PairTiles& tiles, bool maske
   }
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) ds[nt][e] = s[nt][e] * (ds[nt][e] - tiles.delta[nt * 8 + (lane % 4) * 2 + (e & 1)]);
+    const float2 delta = *reinterpret_cast<const float2*>(tiles.delta + nt * 8 + (lane % 4) * 2);
+    ds[nt][0] = s[nt][0] * (ds[nt][0] - delta.x);
+    ds[nt][1] = s[nt][1] * (ds[nt][1] - delta.y);
+    ds[nt][2] = s[nt][2] * (ds[nt][2] - delta.x);
+    ds[nt][3] = s[nt][3] * (ds[nt][3] - delta.y);
   }
   // dK += dS^T Q (scale applied at the end), and dS^T to shared memory for dQ.
 #pragma unroll
@@ -210,23 +227,36 @@ __device__ __forceinline__ void bwd_pair_step(const PairTiles& tiles, bool maske
   }
 }
 
-/// Loads the per-query statistics and global positions of a 64-query tile into shared memory
-/// (threads 0..63): lse * log2(e) (+inf for rows past q_len or never computed), delta, position.
-__device__ __forceinline__ void store_query_stats(float* lse2, float* delta, int32_t* q_global, const SparseAttnBwdParams& p,
-                                                  int64_t token_base, int64_t q0) {
+/// Statistics of query slot threadIdx.x (< 64) of a 64-query tile as read from global memory:
+/// fetched early into registers, stored to shared memory later, so the loads' latency overlaps
+/// other work. Rows past q_len keep the defaults (lse -inf, delta 0, position -1).
+struct QueryStats {
+  float lse = -INFINITY;
+  float delta = 0.0f;
+  int32_t q_global = -1;
+};
+
+/// Reads the statistics of this thread's query slot (threads 0..63; the others return defaults).
+__device__ __forceinline__ QueryStats fetch_query_stats(const SparseAttnBwdParams& p, int64_t token_base, int64_t q0) {
+  QueryStats stats;
+  const int r = static_cast<int>(threadIdx.x);
+  const int64_t q = q0 + r;
+  if (r < kTileRows && q < p.shape.q_len) {
+    stats.lse = p.lse[token_base + q];
+    stats.delta = p.delta[token_base + q];
+    stats.q_global = static_cast<int32_t>(p.position.layout.global_token(p.position.q_rank, q));
+  }
+  return stats;
+}
+
+/// Writes fetched statistics to shared memory (threads 0..63): lse * log2(e) (+inf for rows past
+/// q_len or never computed, so their P is 0), delta, global position.
+__device__ __forceinline__ void store_query_stats(float* lse2, float* delta, int32_t* q_global, const QueryStats& stats) {
   const int r = static_cast<int>(threadIdx.x);
   if (r >= kTileRows) return;
-  const int64_t q = q0 + r;
-  if (q < p.shape.q_len) {
-    const float lse = p.lse[token_base + q];
-    lse2[r] = lse == -INFINITY ? INFINITY : lse * kLog2e;
-    delta[r] = p.delta[token_base + q];
-    q_global[r] = static_cast<int32_t>(p.position.layout.global_token(p.position.q_rank, q));
-  } else {
-    lse2[r] = INFINITY;
-    delta[r] = 0.0f;
-    q_global[r] = -1;
-  }
+  lse2[r] = stats.lse == -INFINITY ? INFINITY : stats.lse * kLog2e;
+  delta[r] = stats.delta;
+  q_global[r] = stats.q_global;
 }
 
 /// Issues the cp.async loads of a 64-query tile of Q or dO (rows past q_len zero-filled).
@@ -270,27 +300,36 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
   cuda::load_item_async<kHeadDim, kBwdThreads>(base + Smem::kFixedB, p.v + kv_rows * kHeadDim, keys);
   cuda::store_item_globals(k_global, keys, p.position);
 
-  auto item_query = [&](int t, int& h, int64_t& q0, bool& masked) {
-    const int code = transposed.entries[entry_begin + t / q_subs];
+  // Item t = (entry t / q_subs, 64-query sub-tile t % q_subs). Entry codes are read one item
+  // ahead of their use, so issuing an item's loads never waits on the transposed index.
+  auto entry_code = [&](int t) { return transposed.entries[entry_begin + t / q_subs]; };
+  auto item_query = [&](int code, int t, int& h, int64_t& q0, bool& masked) {
     const int g_i = code >> 1;
     masked = (code & 1) != 0 || keys.count < kTileRows;
     h = hk * transposed.group + g_i / transposed.q_blocks;
     q0 = int64_t{g_i % transposed.q_blocks} * p.index.block_q + int64_t{t % q_subs} * kTileRows;
   };
-  auto issue = [&](int t, int stage) {
+  // Issues the Q and dO copies of item t into `stage` and returns its statistics (fetched).
+  auto issue = [&](int code, int t, int stage) {
     int h;
     int64_t q0;
     bool masked;
-    item_query(t, h, q0, masked);
+    item_query(code, t, h, q0, masked);
     const int64_t token_base = (int64_t{b} * p.shape.q_heads + h) * p.shape.q_len;
     load_query_tile<kHeadDim>(base + Smem::kWalkA + stage * Smem::kTileBytes, p.q + token_base * kHeadDim, q0, p.shape.q_len);
     load_query_tile<kHeadDim>(base + Smem::kWalkB + stage * Smem::kTileBytes, p.dout + token_base * kHeadDim, q0,
                               p.shape.q_len);
     cuda::cp_async_commit();
-    store_query_stats(stats + stage * 2 * kTileRows, stats + stage * 2 * kTileRows + kTileRows,
-                      q_globals + stage * kTileRows, p, token_base, q0);
+    return fetch_query_stats(p, token_base, q0);
   };
-  issue(0, 0);
+  // Stage s of the statistics: lse2 [64] | delta [64] at stats + s * 128, positions at q_globals + s * 64.
+  auto store_stats = [&](int stage, const QueryStats& fetched) {
+    float* lse2 = stats + stage * 2 * kTileRows;
+    store_query_stats(lse2, lse2 + kTileRows, q_globals + stage * kTileRows, fetched);
+  };
+  int code_now = entry_code(0);
+  store_stats(0, issue(code_now, 0, 0));
+  int code_next = n_items > 1 ? entry_code(1) : 0;
 
   KeyGradients<kHeadDim> grads;
   grads.zero();
@@ -299,11 +338,17 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
     const int stage = t & 1;
     cuda::cp_async_wait<0>();
     __syncthreads();  // item t landed everywhere; item t-1 (its dS, its stage) fully consumed
-    if (t + 1 < n_items) issue(t + 1, stage ^ 1);
+    const bool has_next = t + 1 < n_items;
+    QueryStats next_stats;
+    int code_after = 0;
+    if (has_next) {
+      next_stats = issue(code_next, t + 1, stage ^ 1);
+      if (t + 2 < n_items) code_after = entry_code(t + 2);
+    }
     int h;
     int64_t q0;
     bool masked;
-    item_query(t, h, q0, masked);
+    item_query(code_now, t, h, q0, masked);
     const int64_t token_base = (int64_t{b} * p.shape.q_heads + h) * p.shape.q_len;
     PairTiles tiles;
     tiles.k = base + Smem::kFixedA;
@@ -315,8 +360,13 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
     tiles.delta = stats + stage * 2 * kTileRows + kTileRows;
     tiles.q_global = q_globals + stage * kTileRows;
     tiles.k_global = k_global;
+    // Item t+1's statistics go to the other stage, last read by item t-1.
     bwd_pair_step<kHeadDim>(tiles, masked, scale_log2, p.softmax_scale, grads, p.dq + token_base * kHeadDim, q0,
-                            p.shape.q_len);
+                            p.shape.q_len, [&] {
+                              if (has_next) store_stats(stage ^ 1, next_stats);
+                            });
+    code_now = code_next;
+    code_next = code_after;
   }
   cuda::cp_async_wait<0>();
 
@@ -369,7 +419,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) sparse_attn_bwd_column_kernel(
 
   load_query_tile<kHeadDim>(base + Smem::kFixedA, p.q + token_base * kHeadDim, q0, p.shape.q_len);
   load_query_tile<kHeadDim>(base + Smem::kFixedB, p.dout + token_base * kHeadDim, q0, p.shape.q_len);
-  store_query_stats(stats, stats + kTileRows, q_global, p, token_base, q0);
+  store_query_stats(stats, stats + kTileRows, q_global, fetch_query_stats(p, token_base, q0));
 
   auto chunk = [&](int t) {
     cuda::KeyItem item;
@@ -409,7 +459,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2) sparse_attn_bwd_column_kernel(
     KeyGradients<kHeadDim> grads;
     grads.zero();
     bwd_pair_step<kHeadDim>(tiles, true, scale_log2, p.softmax_scale, grads, p.dq + token_base * kHeadDim, q0,
-                            p.shape.q_len);
+                            p.shape.q_len, [] {});
     const cuda::KeyItem item = chunk(t);
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {

@@ -1,11 +1,14 @@
 // Sparse attention forward: device code, launcher and its four instances (head dim 64 / 128 x
 // 64- / 128-query CTAs). Design (docs/kernels.md, "forward"): one CTA of 4 warps per (row, 64- or
-// 128-query tile of a query block); each warp owns 16 or 32 query rows. The CTA walks the key items of its index list (tile
-// sub-tiles, then gathered vertical chunks), double-buffering K and V through cp.async (K and V
-// of the next item in flight while the current one computes), S = Q K^T and O += P V with
-// mma.sync m16n8k16 (ldmatrix from padded shared tiles), FlashAttention-2 online softmax
-// in fp32 with exp2, and the per-pair causal mask only on items that need it. At the end the
-// step's (O, lse) merges into the running fp32 (out, lse).
+// 128-query tile of a query block); each warp owns 16 or 32 query rows. The CTA walks the key
+// items of its index list (tile sub-tiles, then gathered vertical chunks), double-buffering K and
+// V through cp.async (K and V of the next item in flight while the current one computes, one
+// barrier per item) and describing the item after that in a shared-memory slot (key rows, global
+// positions, mask flag) while the current one computes. S = Q K^T and O += P V with mma.sync
+// m16n8k16 (ldmatrix from padded shared tiles), FlashAttention-2 online softmax in fp32 with
+// ex2.approx.ftz (the output rescale skipped when no row maximum of the warp grew), and the
+// per-pair causal mask only on items that need it. At the end the step's (O, lse) merges into
+// the running fp32 (out, lse).
 // Tested against sparse_attn_fwd_ref in tests/kernels_gpu/sparse_attn_fwd_test.cpp.
 #include "kernels/cuda/sparse_attn_fwd.hpp"
 
@@ -26,11 +29,14 @@ constexpr int kFwdThreads = kFwdWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+/// Item slots in flight: item t computes, t+1 loads, t+2 is being described.
+constexpr int kFwdSlots = 3;
+
 /// Dynamic shared memory of the forward kernel: Q tile (kMTiles x 64 rows), 2 stages of K and V,
-/// key positions.
+/// kFwdSlots item slots. Two CTAs fit one SM at D = 128 with 128-query CTAs (2 x 104 KiB).
 template <int kHeadDim, int kMTiles>
 constexpr int fwd_smem_bytes() {
-  return (kMTiles + 2 * 2) * cuda::kTileBytes<kHeadDim> + 2 * kTileRows * 4;
+  return (kMTiles + 2 * 2) * cuda::kTileBytes<kHeadDim> + kFwdSlots * static_cast<int>(sizeof(cuda::ItemSlot));
 }
 
 /// kMTiles = rows of 16 each warp owns: 1 gives 64-query CTAs (block_q = 64), 2 gives 128-query
@@ -44,8 +50,8 @@ __global__ void __launch_bounds__(kFwdThreads, 2) sparse_attn_fwd_kernel(const S
   constexpr int kCtaRows = kTileRows * kMTiles;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  // Q tiles [kMTiles] | K [2 stages] | V [2 stages] | key global positions [2][64]
-  int32_t* key_global = reinterpret_cast<int32_t*>(smem_raw + (kMTiles + 4) * kTileBytes);
+  // Q tiles [kMTiles] | K [2 stages] | V [2 stages] | item slots [kFwdSlots]
+  cuda::ItemSlot* slots = reinterpret_cast<cuda::ItemSlot*>(smem_raw + (kMTiles + 4) * kTileBytes);
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -76,7 +82,21 @@ __global__ void __launch_bounds__(kFwdThreads, 2) sparse_attn_fwd_kernel(const S
   const uint32_t k_tiles = q_tile + kMTiles * kTileBytes;
   const uint32_t v_tiles = k_tiles + 2 * kTileBytes;
 
-  // Prologue: Q and K of item 0 in one group, V of item 0 in the next.
+  // Slot of this thread: key slot r of an item; threads r and r + 64 share it (one writes the
+  // local row, the other the global position and the mask flag).
+  const int slot_r = static_cast<int>(threadIdx.x) % kTileRows;
+  const bool slot_global = static_cast<int>(threadIdx.x) >= kTileRows;
+
+  // Prologue: describe items 0 (threads 0-63) and 1 (threads 64-127) completely, then issue Q
+  // and K, V of item 0 as one group.
+  {
+    const int t = static_cast<int>(threadIdx.x) / kTileRows;
+    if (t < n_items) {
+      const cuda::ItemSlotFetch fetch = cuda::fetch_item_slot(index, items, t, slot_r);
+      cuda::finish_item_slot(slots[t], fetch, index, items, t, slot_r, p.shape.kv_len, p.position, false);
+      cuda::finish_item_slot(slots[t], fetch, index, items, t, slot_r, p.shape.kv_len, p.position, true);
+    }
+  }
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
     cuda::load_tile_async<kHeadDim, kFwdThreads>(q_tile + m * kTileBytes, q_gmem, [&](int r) -> const uint16_t* {
@@ -84,14 +104,10 @@ __global__ void __launch_bounds__(kFwdThreads, 2) sparse_attn_fwd_kernel(const S
       return local < q_valid ? q_gmem + local * kHeadDim : nullptr;
     });
   }
-  {
-    const cuda::KeyItem first = cuda::key_item(index, items, 0, p.shape.kv_len);
-    cuda::load_item_async<kHeadDim, kFwdThreads>(k_tiles, k_gmem, first);
-    cuda::cp_async_commit();
-    cuda::load_item_async<kHeadDim, kFwdThreads>(v_tiles, v_gmem, first);
-    cuda::cp_async_commit();
-    cuda::store_item_globals(key_global, first, p.position);
-  }
+  __syncthreads();  // slots 0 and 1 written
+  cuda::load_slot_async<kHeadDim, kFwdThreads>(k_tiles, k_gmem, slots[0]);
+  cuda::load_slot_async<kHeadDim, kFwdThreads>(v_tiles, v_gmem, slots[0]);
+  cuda::cp_async_commit();
 
   // Global positions of this thread's query rows (-1 for rows past q_len: every key masked).
   // Row tile m of warp w covers local rows m*64 + w*16 .. +15; this thread holds lane/4 and +8.
@@ -123,20 +139,21 @@ __global__ void __launch_bounds__(kFwdThreads, 2) sparse_attn_fwd_kernel(const S
 
   for (int t = 0; t < n_items; ++t) {
     const int stage = t & 1;
-    const cuda::KeyItem item = cuda::key_item(index, items, t, p.shape.kv_len);
-    cuda::cp_async_wait<1>();  // K(t) (and Q) landed for this thread
-    __syncthreads();           // ... for all threads; and everyone is done with item t-1
+    const int slot_now = t % kFwdSlots;             // item t
+    const int slot_next = (t + 1) % kFwdSlots;      // item t + 1
+    const int slot_new = (t + 2) % kFwdSlots;       // item t + 2
+    cuda::cp_async_wait<0>();  // K(t), V(t) (and Q) landed for this thread
+    __syncthreads();           // ... for all threads; everyone is done with item t-1 and its slot;
+                               // slot t+1 is complete
     if (t + 1 < n_items) {
-      const cuda::KeyItem next = cuda::key_item(index, items, t + 1, p.shape.kv_len);
-      cuda::load_item_async<kHeadDim, kFwdThreads>(k_tiles + (stage ^ 1) * kTileBytes, k_gmem, next);
-      cuda::cp_async_commit();
-      cuda::load_item_async<kHeadDim, kFwdThreads>(v_tiles + (stage ^ 1) * kTileBytes, v_gmem, next);
-      cuda::cp_async_commit();
-      cuda::store_item_globals(key_global + (stage ^ 1) * kTileRows, next, p.position);
-    } else {
-      cuda::cp_async_commit();  // empty groups keep the wait counts uniform
+      cuda::load_slot_async<kHeadDim, kFwdThreads>(k_tiles + (stage ^ 1) * kTileBytes, k_gmem, slots[slot_next]);
+      cuda::load_slot_async<kHeadDim, kFwdThreads>(v_tiles + (stage ^ 1) * kTileBytes, v_gmem, slots[slot_next]);
       cuda::cp_async_commit();
     }
+    // Item t+2's index entries: loaded now, written to its slot after Q K^T (latency hidden).
+    const bool describe = t + 2 < n_items;
+    cuda::ItemSlotFetch fetch;
+    if (describe) fetch = cuda::fetch_item_slot(index, items, t + 2, slot_r);
 
     // S = Q K^T: each K fragment feeds every row tile of the warp.
     float s[kMTiles][8][4];
@@ -167,51 +184,66 @@ __global__ void __launch_bounds__(kFwdThreads, 2) sparse_attn_fwd_kernel(const S
       }
     }
 
-    if (item.masked) {
-      const int32_t* kg = key_global + stage * kTileRows;
+    const cuda::ItemSlot& now = slots[slot_now];
+    if (now.masked != 0) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
+        const int2 key = *reinterpret_cast<const int2*>(now.global + nt * 8 + (lane % 4) * 2);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int32_t key = kg[nt * 8 + (lane % 4) * 2 + (e & 1)];
-#pragma unroll
-          for (int m = 0; m < kMTiles; ++m) {
-            if (q_global[m][e / 2] < key) s[m][nt][e] = -INFINITY;
-          }
+        for (int m = 0; m < kMTiles; ++m) {
+          if (q_global[m][0] < key.x) s[m][nt][0] = -INFINITY;
+          if (q_global[m][0] < key.y) s[m][nt][1] = -INFINITY;
+          if (q_global[m][1] < key.x) s[m][nt][2] = -INFINITY;
+          if (q_global[m][1] < key.y) s[m][nt][3] = -INFINITY;
         }
       }
     }
+    if (describe) {
+      cuda::finish_item_slot(slots[slot_new], fetch, index, items, t + 2, slot_r, p.shape.kv_len, p.position,
+                             slot_global);
+    }
 
-    // Online softmax (base-2, scaled): rescale the running output and turn S into P in place.
+    // Online softmax (base-2, scaled): turn S into P in place. The running output is rescaled only
+    // when some row maximum of the warp grew (alpha == 1 exactly for every other row).
+    float tile_max[kMTiles][2];
+    bool grew = false;
 #pragma unroll
     for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        float tile_max = -INFINITY;
+        float value = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[m][nt][2 * rr], s[m][nt][2 * rr + 1]));
-        const float new_max = fmaxf(row_max[m][rr], cuda::quad_max(tile_max) * scale_log2);
+        for (int nt = 0; nt < 8; ++nt) value = fmaxf(value, fmaxf(s[m][nt][2 * rr], s[m][nt][2 * rr + 1]));
+        tile_max[m][rr] = cuda::quad_max(value) * scale_log2;
+        grew = grew || tile_max[m][rr] > row_max[m][rr];
+      }
+    }
+    const bool rescale = __any_sync(0xffffffffu, grew);
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const float new_max = fmaxf(row_max[m][rr], tile_max[m][rr]);
         const float base = new_max == -INFINITY ? 0.0f : new_max;
-        const float alpha = exp2f(row_max[m][rr] - base);
+        const float alpha = new_max == row_max[m][rr] ? 1.0f : cuda::fast_exp2(row_max[m][rr] - base);
         row_max[m][rr] = new_max;
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-          s[m][nt][2 * rr] = exp2f(fmaf(s[m][nt][2 * rr], scale_log2, -base));
-          s[m][nt][2 * rr + 1] = exp2f(fmaf(s[m][nt][2 * rr + 1], scale_log2, -base));
+          s[m][nt][2 * rr] = cuda::fast_exp2(fmaf(s[m][nt][2 * rr], scale_log2, -base));
+          s[m][nt][2 * rr + 1] = cuda::fast_exp2(fmaf(s[m][nt][2 * rr + 1], scale_log2, -base));
           sum += s[m][nt][2 * rr] + s[m][nt][2 * rr + 1];
         }
         row_sum[m][rr] = row_sum[m][rr] * alpha + sum;
+        if (rescale) {
 #pragma unroll
-        for (int dt = 0; dt < kDTiles; ++dt) {
-          o[m][dt][2 * rr] *= alpha;
-          o[m][dt][2 * rr + 1] *= alpha;
+          for (int dt = 0; dt < kDTiles; ++dt) {
+            o[m][dt][2 * rr] *= alpha;
+            o[m][dt][2 * rr + 1] *= alpha;
+          }
         }
       }
     }
-
-    cuda::cp_async_wait<2>();  // V(t) landed (K and V of t+1 may still fly)
-    __syncthreads();
 
     // O += P V: P from the S accumulators (C layout == A layout), V through ldmatrix.trans.
     const uint32_t v_tile = v_tiles + static_cast<uint32_t>(stage) * kTileBytes;

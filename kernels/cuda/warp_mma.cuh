@@ -1,7 +1,7 @@
 // Device primitives shared by the attention kernels (sm_80 and newer): tensor-core MMA
 // m16n8k16 bf16 -> fp32, ldmatrix (plain and transposed), cp.async 16-byte copies with zero fill,
-// the padded shared-memory tile layout, and quad reductions. Fragment layouts follow the
-// PTX ISA "mma.m16n8k16" figures; design notes are in docs/kernels.md.
+// the padded shared-memory tile layout, quad reductions and the softmax's fast exp2. Fragment
+// layouts follow the PTX ISA "mma.m16n8k16" figures; design notes are in docs/kernels.md.
 // Exercised through every attention kernel test in tests/kernels_gpu/.
 #pragma once
 
@@ -75,6 +75,15 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
   const __nv_bfloat162 packed = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<const uint32_t*>(&packed);
+}
+
+/// 2^x through the MUFU unit with subnormal results flushed to zero (ex2.approx.ftz.f32): one
+/// instruction, where exp2f without fast math adds a range fix-up of three more around it. For
+/// softmax probabilities, whose subnormal range (< 2^-126) is irrelevant. fast_exp2(-inf) = +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 /// Max over the 4 lanes of a quad (lanes sharing lane/4), the owners of one accumulator row.

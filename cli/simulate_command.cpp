@@ -3,11 +3,13 @@
 // it writes DIR/result.json (everything, including every per-rank per-step figure) and
 // DIR/timeline.json (Chrome/Perfetto trace events), each atomically, refusing to replace existing
 // files unless --force. The callback only turns flags into library calls; the library is tested
-// in tests/sim/ (simulation_test.cpp, output_test.cpp).
+// in tests/sim/ (simulation_test.cpp, output_test.cpp), the command in tests/cli/.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
@@ -30,6 +32,8 @@ struct SimulateOptions {
   std::string layout_shuffle = "auto";
   bool no_grad_overlap = false;
   int64_t timeline_events = 2000000;
+  int threads = 0;
+  std::string accumulators = "mirror";
 };
 
 /// Identity of a trace file for the simulator's caches: path, size and modification time.
@@ -44,6 +48,7 @@ std::string trace_key(const std::filesystem::path& path) {
 void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
   require(o.sample >= 0, "--sample must be >= 0, got ", o.sample);
   require(o.timeline_events >= 0, "--timeline-events must be >= 0, got ", o.timeline_events);
+  require(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   const LoadedPlan loaded = load_plan_with_inputs(o.plan_path);
   std::filesystem::path trace_path = o.trace_path.empty() ? loaded.plan.trace_path : std::filesystem::path(o.trace_path);
   SimulationOptions options;
@@ -53,6 +58,8 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
                            : o.layout_shuffle == "never" ? LayoutShuffle::never
                                                          : LayoutShuffle::automatic;
   options.keep_ring_records = !global.out.empty();
+  options.accumulator_route = o.accumulators == "direct" ? AccumulatorRoute::direct_return : AccumulatorRoute::mirror;
+  options.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 
   // Check the outputs before the (possibly long) simulation, so a refusal costs nothing.
   std::filesystem::path result_path;
@@ -117,6 +124,13 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--no-grad-overlap", options->no_grad_overlap, "Do not hide gradient sync behind backward");
   cmd->add_option("--timeline-events", options->timeline_events,
                   "Event budget of timeline.json before ring passes are drawn coarsely")
+      ->capture_default_str();
+  cmd->add_option("--accumulators", options->accumulators,
+                  "Backward dK/dV route on hierarchical rings: mirror (along the K/V ring at every level) or "
+                  "direct (straight back to the owner after each inner cycle)")
+      ->check(CLI::IsMember({"mirror", "direct"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Work counting threads (0 = all cores); never changes the result")
       ->capture_default_str();
   cmd->callback([options, &global] { run_simulate(*options, global); });
 }

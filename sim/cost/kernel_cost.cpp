@@ -74,4 +74,14 @@ SimNs gemm_time_ns(const GemmCostModel& model, double flops) {
   return round_to_ns(flops / (model.effective_tflops * 1e3));  // TFLOP/s = 1e3 FLOP per ns
 }
 
+SimNs index_build_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens) {
+  require(heads >= 0 && local_tokens >= 0, "index build of ", heads, " heads x ", local_tokens, " tokens");
+  require(assumptions.index_build_launch_us >= 0.0 && assumptions.index_build_per_head_ktoken_us >= 0.0,
+          "index build coefficients must be >= 0, got ", assumptions.index_build_launch_us, " us and ",
+          assumptions.index_build_per_head_ktoken_us, " us per head-ktoken");
+  if (heads == 0 || local_tokens == 0) return 0;
+  const double head_ktokens = static_cast<double>(heads) * static_cast<double>(local_tokens) / 1024.0;
+  return ns_from_us(assumptions.index_build_launch_us + assumptions.index_build_per_head_ktoken_us * head_ktokens);
+}
+
 }  // namespace sparsering

@@ -4,7 +4,8 @@
 // with the coefficients of the GPU config's `calibration:` section (fitted on real GPUs) when
 // present, else a roofline estimate that every output marks "uncalibrated". A launch with no tile
 // and no chunk is skipped (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
-// or assumed efficiency. Tested in tests/sim/cost_model_test.cpp.
+// or assumed efficiency, and the time of building one layer's sparse index on one rank.
+// Tested in tests/sim/cost_model_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,11 @@ struct RooflineAssumptions {
   double backward_flop_ratio = 2.5;     ///< backward FLOPs / forward FLOPs (design.md section 3)
   double launch_us = 10.0;              ///< fixed cost per launch
   double gemm_efficiency = 0.6;         ///< dense GEMMs without a calibration
+  /// Index build of one layer on one rank (every ring step's tile and column lists):
+  /// launch + per head-ktoken x query heads x local query tokens / 1024. Defaults: least-squares
+  /// fit of the index build times measured on an H200 in docs/PERF.md (16 heads, 32K-128K tokens).
+  double index_build_launch_us = 120.0;
+  double index_build_per_head_ktoken_us = 0.437;
 };
 
 /// The attention kernel cost model for one (GPU, block shape, head dim).
@@ -54,6 +60,11 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
 
 /// Time of one launch doing `work` for `heads` heads with `c` (rounded once). 0 if no work.
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);
+
+/// Time of building one layer's sparse index on one rank for `heads` query heads (x micro batch)
+/// over `local_tokens` query tokens, from the assumptions' index build terms (rounded once).
+/// Throws InputError for negative sizes or coefficients.
+SimNs index_build_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens);
 
 /// Dense GEMM model: effective rate = peak x efficiency.
 struct GemmCostModel {

@@ -17,16 +17,21 @@ void check_sizes(const RingSchedule& schedule, const RingInput& input, bool back
           " entries, expected W x W x levels = ", w * w * levels);
   require(input.start_ns.empty() || input.start_ns.size() == w, "ring input: start_ns has ", input.start_ns.size(),
           " entries, expected W = ", w);
-  if (backward) {
+  if (backward && input.route == AccumulatorRoute::direct_return) {
     require(input.dkv_send_ns.size() == w * w && input.dkv_level.size() == w * w,
-            "ring input: backward needs dkv_send_ns and dkv_level of W x W entries");
+            "ring input: backward with direct returns needs dkv_send_ns and dkv_level of W x W entries");
     for (const int32_t level : input.dkv_level) {
       require(level >= 0 && level < schedule.levels(), "ring input: dkv level ", level, " outside the ring's levels");
     }
   }
+  if (backward && input.route == AccumulatorRoute::mirror) {
+    require(input.dkv_hop_ns.size() == w * w * levels, "ring input: backward needs dkv_hop_ns of W x W x levels = ",
+            w * w * levels, " entries, got ", input.dkv_hop_ns.size());
+  }
   for (const SimNs v : input.compute_ns) require(v >= 0, "ring input: negative compute time ", v);
   for (const SimNs v : input.kv_send_ns) require(v >= 0, "ring input: negative transfer time ", v);
   for (const SimNs v : input.dkv_send_ns) require(v >= 0, "ring input: negative transfer time ", v);
+  for (const SimNs v : input.dkv_hop_ns) require(v >= 0, "ring input: negative transfer time ", v);
   for (const SimNs v : input.start_ns) require(v >= 0, "ring input: negative start time ", v);
 }
 
@@ -43,7 +48,7 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
   run.finish_ns.assign(static_cast<size_t>(w), 0);
   std::vector<SimNs> release(static_cast<size_t>(w) * static_cast<size_t>(w), 0);  // chunk buffer free again
   std::vector<SimNs> link_free(static_cast<size_t>(w) * static_cast<size_t>(levels), 0);
-  std::vector<SimNs> dkv_arrival(static_cast<size_t>(w) * static_cast<size_t>(w), 0);
+  std::vector<SimNs> dkv_arrival;  // direct returns: arrival of the incoming accumulator, [p x W + t]
   const auto start_of = [&](int32_t p) { return input.start_ns.empty() ? SimNs{0} : input.start_ns[static_cast<size_t>(p)]; };
   const auto enqueue = [&](int32_t p, int32_t level, SimNs ready, SimNs duration) {
     SimNs& free_at = link_free[static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(level)];
@@ -52,10 +57,32 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
     return begin;
   };
 
-  // The accumulators travel along the innermost level with more than one position (steps are one
+  // The accumulators start on the innermost level with more than one position (steps are one
   // apart there, as every level below has size 1).
   int32_t inner = 0;
   while (inner + 1 < levels && schedule.level_size(inner) == 1) ++inner;
+  const bool mirror = backward && input.route == AccumulatorRoute::mirror;
+  if (backward && !mirror) dkv_arrival.assign(static_cast<size_t>(w) * static_cast<size_t>(w), 0);
+  // Mirror route: the next level above each level with more than one position (-1: none), and
+  // the arrival of every level's incoming accumulator, indexed by the receiver and the level
+  // iteration that consumes it (t / stride_k, a step whose lower digits are all at their last value).
+  std::vector<int32_t> upper(static_cast<size_t>(levels), -1);
+  std::vector<std::vector<SimNs>> accumulator_arrival(static_cast<size_t>(levels));
+  if (mirror) {
+    for (int32_t k = 0; k < levels; ++k) {
+      for (int32_t u = k + 1; u < levels && upper[static_cast<size_t>(k)] < 0; ++u) {
+        if (schedule.level_size(u) > 1) upper[static_cast<size_t>(k)] = u;
+      }
+      if (schedule.level_size(k) > 1) {
+        accumulator_arrival[static_cast<size_t>(k)].assign(static_cast<size_t>(w) * static_cast<size_t>(w / schedule.stride(k)), 0);
+      }
+    }
+  }
+  const auto incoming_at = [&](int32_t level, int32_t p, int32_t t) -> SimNs& {
+    const int32_t per_position = w / schedule.stride(level);
+    return accumulator_arrival[static_cast<size_t>(level)][static_cast<size_t>(p) * static_cast<size_t>(per_position) +
+                                                static_cast<size_t>(t / schedule.stride(level))];
+  };
 
   for (int32_t t = 0; t < w; ++t) {
     // 1. Compute: needs the previous compute done and this step's chunk here.
@@ -88,8 +115,45 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
       }
       release[cell(p, t)] = std::max(run.steps[cell(p, t)].compute_end_ns, last_send_end);
     }
-    // 3. Backward: pass on the dK/dV accumulator of the chunk computed at this step.
-    if (backward) {
+    // 3. Backward, mirror route: the accumulator of the chunk computed at this step moves on over
+    // the innermost level; where an iteration of a level ends, the level's sum moves on over the
+    // next level up, with the accumulator that came in over that level.
+    if (mirror) {
+      for (int32_t p = 0; p < w; ++p) {
+        const SimNs computed = run.steps[cell(p, t)].compute_end_ns;
+        if (schedule.level_size(inner) == 1) {  // one position: nothing to move
+          run.finish_ns[static_cast<size_t>(p)] = std::max(run.finish_ns[static_cast<size_t>(p)], computed);
+          continue;
+        }
+        int32_t level = inner;
+        int32_t at = p;
+        SimNs ready = std::max(computed, schedule.digit(t, inner) >= 1 ? incoming_at(inner, p, t) : SimNs{0});
+        while (true) {
+          const int32_t to = schedule.next(at, level);
+          const SimNs duration = input.dkv_hop_ns[cell(at, t) * static_cast<size_t>(levels) + static_cast<size_t>(level)];
+          const SimNs begin = enqueue(at, level, ready, duration);
+          const SimNs end = begin + duration;
+          const bool last = schedule.digit(t, level) == schedule.level_size(level) - 1;
+          const int32_t up = upper[static_cast<size_t>(level)];
+          const bool home = last && up < 0;
+          run.transfers.push_back(
+              RingTransfer{home ? TransferKind::dkv_return : TransferKind::dkv, at, to, t, level, begin, end});
+          if (!last) {
+            incoming_at(level, to, t + schedule.stride(level)) = end;
+            break;
+          }
+          if (home) {
+            run.finish_ns[static_cast<size_t>(to)] = std::max(run.finish_ns[static_cast<size_t>(to)], end);
+            break;
+          }
+          ready = std::max(end, schedule.digit(t, up) >= 1 ? incoming_at(up, to, t) : SimNs{0});
+          at = to;
+          level = up;
+        }
+      }
+    }
+    // 3'. Backward, direct returns: pass on the dK/dV accumulator of the chunk computed at this step.
+    if (backward && !mirror) {
       for (int32_t p = 0; p < w; ++p) {
         const bool last_inner = schedule.digit(t, inner) == schedule.level_size(inner) - 1;
         const int32_t to = last_inner ? schedule.source(p, t) : schedule.next(p, inner);

@@ -10,11 +10,21 @@
 //   step t reuses the buffer of the receiver's chunk of step t - stride_k - 1, free once that chunk
 //   is computed and every forward of it has ended. For a flat ring (stride 1) that is the classic
 //   double buffer: chunk t waits for chunk t-2 to be released.
-//   Backward: the dK/dV accumulator of the chunk held at step t leaves after compute(p, t) and
-//   after the incoming accumulator arrived (inner digit >= 1); it moves to the inner successor, or
-//   at the last inner step returns straight to the chunk's owner (owners add the partial sums of
-//   each inner cycle). "Inner" is the innermost level with more than one position. Accumulator
-//   hops use the same per-level link queues as the K/V forwards.
+//   Backward adds the fp32 dK/dV accumulators, routed one of two ways:
+//   - mirror (method.md section 5, the default): the accumulators travel the K/V ring backwards at
+//     every level. Level k keeps one accumulator per position and level-k iteration (one pass of
+//     the levels below). The innermost level's accumulator of the chunk computed at step t leaves
+//     after compute(p, t) and after the incoming one arrived (inner digit >= 1) for the inner
+//     successor; after the last inner step it lands, holding the sum of the whole inner ring, on
+//     the position that held the chunk at the start of the inner ring. That position adds it to
+//     the incoming level-k+1 accumulator (if its level-k+1 digit >= 1) and sends the sum to its
+//     level-k+1 successor, and so on upwards; the last hop of the outermost level lands on the
+//     chunk's owner. The outer hops overlap the next inner ring, as the outer K/V hops do.
+//   - direct_return: along the innermost level only; at the last inner step each accumulator goes
+//     straight to the chunk's owner, which adds the partial sums of each inner cycle.
+//   For a flat ring both routes are the same. "Innermost" is the innermost level with more than
+//   one position; levels of size 1 are skipped. Accumulator hops use the per-level link queues of
+//   the K/V forwards (a direct return the queue the input names).
 // Closed form (tested): uniform compute C and hop time T on a flat ring of W give
 //   compute_start(p, t) = t x max(C, T) and a forward pass of (W-1) x max(C, T) + C.
 // Tested in tests/sim/ring_simulation_test.cpp.
@@ -28,7 +38,17 @@
 
 namespace sparsering {
 
-enum class TransferKind : uint8_t { kv = 0, dkv = 1, dkv_return = 2 };
+enum class TransferKind : uint8_t {
+  kv = 0,          ///< a K/V chunk
+  dkv = 1,         ///< a dK/dV accumulator on its way
+  dkv_return = 2,  ///< a dK/dV accumulator landing on the chunk's owner
+};
+
+/// How the backward pass's dK/dV accumulators travel (see the file comment).
+enum class AccumulatorRoute : uint8_t {
+  mirror = 0,         ///< along the K/V ring at every level (method.md section 5)
+  direct_return = 1,  ///< innermost level, then straight to the owner after every inner cycle
+};
 
 /// One point-to-point transfer of the ring.
 struct RingTransfer {
@@ -36,7 +56,7 @@ struct RingTransfer {
   int32_t from = 0;   ///< sending position
   int32_t to = 0;     ///< receiving position
   int32_t step = 0;   ///< the sender's step whose chunk (or accumulator) is sent
-  int32_t level = 0;  ///< ring level of the hop (the return hop: the level given by the input)
+  int32_t level = 0;  ///< ring level of the hop (a direct return: the queue level given by the input)
   SimNs start_ns = 0;
   SimNs end_ns = 0;
 };
@@ -51,13 +71,16 @@ struct RingStepRecord {
   bool comm_exposed = false;///< step >= 1 and the chunk arrived after the previous compute ended
 };
 
-/// Inputs of one pass. Vectors indexed [p x W + t] (compute, dkv) or [(p x W + t) x L + level].
+/// Inputs of one pass. Vectors indexed [p x W + t] or [(p x W + t) x L + level].
 struct RingInput {
   std::vector<SimNs> compute_ns;     ///< kernel time of position p at step t
   std::vector<SimNs> kv_send_ns;     ///< time of the K/V forward posted at (p, t) over `level`
-  std::vector<SimNs> dkv_send_ns;    ///< backward: accumulator hop of (p, t) (inner hop or return)
-  std::vector<int32_t> dkv_level;    ///< backward: link level of that hop (queue it waits in)
+  std::vector<SimNs> dkv_send_ns;    ///< backward, direct_return: accumulator hop of (p, t) (inner hop or return)
+  std::vector<int32_t> dkv_level;    ///< backward, direct_return: link level of that hop (queue it waits in)
   std::vector<SimNs> start_ns;       ///< per position: when it may start; empty = all 0
+  std::vector<SimNs> dkv_hop_ns;     ///< backward, mirror: [(p x W + t) x L + level] time of the level's
+                                     ///< accumulator hop that p sends at step t to its level successor
+  AccumulatorRoute route = AccumulatorRoute::mirror;  ///< backward: which accumulator inputs apply
 };
 
 /// The simulated pass.
@@ -73,7 +96,8 @@ struct RingRun {
   }
 };
 
-/// Runs the event model. Throws InputError if the input sizes do not match the schedule or a
+/// Runs the event model. Backward needs dkv_hop_ns (mirror route) or dkv_send_ns and dkv_level
+/// (direct_return route). Throws InputError if the input sizes do not match the schedule or a
 /// duration is negative.
 RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool backward);
 

@@ -18,39 +18,47 @@ namespace {
 /// Transfer times of one ring (for building RingInput), plus what identifies rings that time alike.
 struct RingLinks {
   std::vector<SimNs> kv_send_ns;   // [(p x W + t) x L + level]
-  std::vector<SimNs> dkv_send_ns;  // [p x W + t]
-  std::vector<int32_t> dkv_level;  // [p x W + t]
+  std::vector<SimNs> dkv_hop_ns;   // mirror route: [(p x W + t) x L + level]
+  std::vector<SimNs> dkv_send_ns;  // direct returns: [p x W + t]
+  std::vector<int32_t> dkv_level;  // direct returns: [p x W + t]
 };
 
 bool same_links(const RingLinks& a, const RingLinks& b) {
-  return a.kv_send_ns == b.kv_send_ns && a.dkv_send_ns == b.dkv_send_ns && a.dkv_level == b.dkv_level;
+  return a.kv_send_ns == b.kv_send_ns && a.dkv_hop_ns == b.dkv_hop_ns && a.dkv_send_ns == b.dkv_send_ns &&
+         a.dkv_level == b.dkv_level;
 }
 
-/// Innermost ring level with more than one position (where the dK/dV accumulators travel).
+/// Innermost ring level with more than one position (where the dK/dV accumulators start).
 int32_t accumulator_level(const RingSchedule& schedule) {
   int32_t inner = 0;
   while (inner + 1 < schedule.levels() && schedule.level_size(inner) == 1) ++inner;
   return inner;
 }
 
-/// Link timing of every ring; NIC sharing counts, per ring level, the hops of all rings that
-/// leave (enter) a node through the inter-node fabric at once (every ring sends at the same steps).
+/// Link timing of every ring. NIC sharing counts the hops of all rings that leave (enter) a node
+/// through one fabric level's NICs, summed over the ring levels: an outer hop is in flight while
+/// the inner ring runs, so hops of different ring levels overlap (every ring sends at the same
+/// steps). The dK/dV accumulators take the same shares as the K/V hops of their level.
 std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSchedule& schedule,
-                                  const std::vector<std::vector<int64_t>>& members, const LayerShapes& shapes) {
+                                  const std::vector<std::vector<int64_t>>& members, const LayerShapes& shapes,
+                                  AccumulatorRoute route) {
   const int32_t w = schedule.ranks();
   const int32_t levels = schedule.levels();
-  const auto cell = [w](int32_t p, int32_t t) { return static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t); };
-  std::map<std::tuple<int64_t, int32_t>, int64_t> leaving;  // (node, ring level) -> flows
-  std::map<std::tuple<int64_t, int32_t>, int64_t> entering;
+  const auto ww = static_cast<size_t>(w);
+  const auto ll = static_cast<size_t>(levels);
+  const auto cell = [ww](int32_t p, int32_t t) { return static_cast<size_t>(p) * ww + static_cast<size_t>(t); };
+  std::map<std::pair<int64_t, int32_t>, int64_t> leaving;  // (node, fabric level) -> flows
+  std::map<std::pair<int64_t, int32_t>, int64_t> entering;
   for (const auto& ring : members) {
     for (int32_t k = 0; k < levels; ++k) {
       if (schedule.level_size(k) == 1) continue;
       for (int32_t p = 0; p < w; ++p) {
         const int64_t a = ring[static_cast<size_t>(p)];
         const int64_t b = ring[static_cast<size_t>(schedule.next(p, k))];
-        if (network.link_level(a, b) == 0) continue;
-        ++leaving[{network.node_of(a), k}];
-        ++entering[{network.node_of(b), k}];
+        const int32_t fabric = network.link_level(a, b);
+        if (fabric == 0) continue;
+        ++leaving[{network.node_of(a), fabric}];
+        ++entering[{network.node_of(b), fabric}];
       }
     }
   }
@@ -59,11 +67,10 @@ std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSched
   out.reserve(members.size());
   for (const auto& ring : members) {
     RingLinks links;
-    links.kv_send_ns.assign(static_cast<size_t>(w) * static_cast<size_t>(w) * static_cast<size_t>(levels), 0);
-    links.dkv_send_ns.assign(static_cast<size_t>(w) * static_cast<size_t>(w), 0);
-    links.dkv_level.assign(static_cast<size_t>(w) * static_cast<size_t>(w), inner);
-    std::vector<double> share(static_cast<size_t>(w) * static_cast<size_t>(levels), 1.0);
-    std::vector<SimNs> hop(static_cast<size_t>(w) * static_cast<size_t>(levels), 0);
+    links.kv_send_ns.assign(ww * ww * ll, 0);
+    std::vector<double> share(ww * ll, 1.0);
+    std::vector<SimNs> hop(ww * ll, 0);
+    std::vector<SimNs> dkv_hop(ww * ll, 0);
     for (int32_t p = 0; p < w; ++p) {
       for (int32_t k = 0; k < levels; ++k) {
         if (schedule.level_size(k) == 1) continue;
@@ -73,42 +80,59 @@ std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSched
         const LinkModel& link = network.level_link(fabric);
         double s = 1.0;
         if (fabric > 0) {
-          s = std::min(nic_share(leaving[{network.node_of(a), k}], link.nics_per_node),
-                       nic_share(entering[{network.node_of(b), k}], link.nics_per_node));
+          s = std::min(nic_share(leaving[{network.node_of(a), fabric}], link.nics_per_node),
+                       nic_share(entering[{network.node_of(b), fabric}], link.nics_per_node));
         }
-        const size_t at = static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(k);
+        const size_t at = static_cast<size_t>(p) * ll + static_cast<size_t>(k);
         share[at] = s;
         hop[at] = transfer_time_ns(link, shapes.kv_chunk_bytes, s);
+        dkv_hop[at] = transfer_time_ns(link, shapes.dkv_chunk_bytes, s);
       }
     }
     for (int32_t p = 0; p < w; ++p) {
       for (int32_t t = 0; t < w; ++t) {
         for (int32_t k = 0; k < levels; ++k) {
           if (schedule.sends_at(t, k)) {
-            links.kv_send_ns[cell(p, t) * static_cast<size_t>(levels) + static_cast<size_t>(k)] =
-                hop[static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(k)];
+            links.kv_send_ns[cell(p, t) * ll + static_cast<size_t>(k)] = hop[static_cast<size_t>(p) * ll + static_cast<size_t>(k)];
           }
         }
-        const bool last_inner = schedule.digit(t, inner) == schedule.level_size(inner) - 1;
-        const int32_t to = last_inner ? schedule.source(p, t) : schedule.next(p, inner);
-        if (to == p) continue;
-        const int64_t a = ring[static_cast<size_t>(p)];
-        const int64_t b = ring[static_cast<size_t>(to)];
-        const int32_t fabric = network.link_level(a, b);
-        const double s = last_inner ? 1.0 : share[static_cast<size_t>(p) * static_cast<size_t>(levels) + static_cast<size_t>(inner)];
-        links.dkv_send_ns[cell(p, t)] = transfer_time_ns(network.level_link(fabric), shapes.dkv_chunk_bytes, s);
-        // A return hop waits in the queue of the ring level whose hops cross the same fabric.
-        int32_t queue = inner;
-        if (last_inner) {
-          for (int32_t k = levels - 1; k >= 0; --k) {
-            if (schedule.level_size(k) > 1 &&
-                network.link_level(a, ring[static_cast<size_t>(schedule.next(p, k))]) == fabric) {
-              queue = k;
-              break;
+      }
+    }
+    if (route == AccumulatorRoute::mirror) {
+      links.dkv_hop_ns.assign(ww * ww * ll, 0);
+      for (int32_t p = 0; p < w; ++p) {
+        for (int32_t t = 0; t < w; ++t) {
+          for (int32_t k = 0; k < levels; ++k) {
+            links.dkv_hop_ns[cell(p, t) * ll + static_cast<size_t>(k)] = dkv_hop[static_cast<size_t>(p) * ll + static_cast<size_t>(k)];
+          }
+        }
+      }
+    } else {
+      links.dkv_send_ns.assign(ww * ww, 0);
+      links.dkv_level.assign(ww * ww, inner);
+      for (int32_t p = 0; p < w; ++p) {
+        for (int32_t t = 0; t < w; ++t) {
+          const bool last_inner = schedule.digit(t, inner) == schedule.level_size(inner) - 1;
+          const int32_t to = last_inner ? schedule.source(p, t) : schedule.next(p, inner);
+          if (to == p) continue;
+          const int64_t a = ring[static_cast<size_t>(p)];
+          const int64_t b = ring[static_cast<size_t>(to)];
+          const int32_t fabric = network.link_level(a, b);
+          const double s = last_inner ? 1.0 : share[static_cast<size_t>(p) * ll + static_cast<size_t>(inner)];
+          links.dkv_send_ns[cell(p, t)] = transfer_time_ns(network.level_link(fabric), shapes.dkv_chunk_bytes, s);
+          // A return hop waits in the queue of the ring level whose hops cross the same fabric.
+          int32_t queue = inner;
+          if (last_inner) {
+            for (int32_t k = levels - 1; k >= 0; --k) {
+              if (schedule.level_size(k) > 1 &&
+                  network.link_level(a, ring[static_cast<size_t>(schedule.next(p, k))]) == fabric) {
+                queue = k;
+                break;
+              }
             }
           }
+          links.dkv_level[cell(p, t)] = queue;
         }
-        links.dkv_level[cell(p, t)] = queue;
       }
     }
     out.push_back(std::move(links));
@@ -150,6 +174,7 @@ PlanPrediction SimulationResult::prediction(const std::string& version) const {
 SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,
                           const ClusterConfig& cluster, const Trace* trace, const SimulationOptions& options) {
   check_plan_against(plan, model, cluster);
+  require(options.threads >= 1, "simulation threads must be >= 1, got ", options.threads);
   const GpuConfig& gpu = cluster.gpu_config;
   require(!gpu.name.empty(), "cluster '", cluster.name, "' has no loaded GPU config (gpu: ", cluster.gpu, ")");
   const LayerShapes shapes = layer_shapes(plan, model);
@@ -189,6 +214,11 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
             "' has ", model.q_heads, " query heads");
     require(patterns->seq_len_tokens == n, "trace sample ", options.trace_sample, " has ", patterns->seq_len_tokens,
             " tokens, the plan's seq_len_tokens is ", n);
+    if (!trace->metadata.model.empty() && trace->metadata.model != model.name &&
+        trace->metadata.model != model.hf_model_id) {
+      result.notes.push_back(str("the trace was made for model '", trace->metadata.model, "'; simulated as '", model.name,
+                                 "' (same layers, heads and length)"));
+    }
     result.notes.push_back(str("patterns: trace sample ", options.trace_sample, ", recall ", settings.recall,
                                ", caps ", settings.max_verticals, " verticals / ", settings.max_slashes, " slashes"));
   } else {
@@ -198,7 +228,7 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
   }
   const std::shared_ptr<const WorkSet> work = context.work(pattern_key, *patterns, plan.layout, plan.sparse.block_q,
                                                            plan.sparse.block_k, plan.head_parallel,
-                                                           plan.micro_batch_sequences);
+                                                           plan.micro_batch_sequences, options.threads);
   result.heads_per_group = work->heads_per_group;
 
   // Cost and network models.
@@ -222,7 +252,7 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
   // Rings and the classes of rings that time alike.
   std::vector<std::vector<int64_t>> members;
   for (int64_t r = 0; r < plan.ring_count(); ++r) members.push_back(plan.ring_members(r));
-  const std::vector<RingLinks> links = ring_links(network, schedule, members, shapes);
+  const std::vector<RingLinks> links = ring_links(network, schedule, members, shapes, options.accumulator_route);
   std::vector<size_t> class_links;  // representative ring of each class
   for (int64_t r = 0; r < plan.ring_count(); ++r) {
     const int64_t group = r % plan.head_parallel;
@@ -285,6 +315,17 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
       sparse ? gemm_time_ns(gemm, 2.0 * 2.0 * static_cast<double>(plan.sparse.last_q * shapes.attention_tokens *
                                                                   shapes.q_heads_local * model.head_dim))
              : 0;
+  // The sparse index of every ring step, built once per layer after the estimation.
+  const SimNs index_build =
+      sparse ? index_build_time_ns(options.roofline, shapes.q_heads_local * plan.micro_batch_sequences,
+                                   plan.layout.local_len())
+             : 0;
+  if (sparse) {
+    result.notes.push_back(str("index build: ", options.roofline.index_build_launch_us, " us + ",
+                               options.roofline.index_build_per_head_ktoken_us,
+                               " us per head and 1024 local tokens per layer (assumed from H200 measurements, "
+                               "not calibrated)"));
+  }
   const SimNs qkv_fwd = gemm_time_ns(gemm, shapes.qkv_flops);
   const SimNs out_fwd = gemm_time_ns(gemm, shapes.out_proj_flops);
   const SimNs mlp_fwd = gemm_time_ns(gemm, shapes.mlp_flops);
@@ -305,9 +346,20 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
     result.notes.push_back("comm all_gather: K/V all-gathered before attention (forward and backward), dK/dV reduce-scattered");
   }
 
-  // Ring passes, layer by layer.
+  // Ring passes, layer by layer. The link inputs of each ring class are built once; only the
+  // kernel times change from layer to layer.
   const int64_t heads_per_launch = work->heads_per_group * plan.micro_batch_sequences;
   const auto ww = static_cast<size_t>(w);
+  std::vector<RingInput> class_inputs(result.ring_classes.size());
+  for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+    const RingLinks& ring = links[class_links[c]];
+    RingInput& input = class_inputs[c];
+    input.kv_send_ns = ring.kv_send_ns;
+    input.dkv_hop_ns = ring.dkv_hop_ns;
+    input.dkv_send_ns = ring.dkv_send_ns;
+    input.dkv_level = ring.dkv_level;
+    input.route = options.accumulator_route;
+  }
   std::vector<std::vector<SimNs>> per_rank_fwd(result.ring_classes.size(), std::vector<SimNs>(ww, 0));
   std::vector<int64_t> exposed_steps(result.ring_classes.size(), 0);
   double step_imbalance_sum = 0.0;
@@ -320,11 +372,7 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
     for (size_t c = 0; c < result.ring_classes.size(); ++c) {
       const RingClass& cls = result.ring_classes[c];
       const WorkMatrix& matrix = work->at(layer, cls.head_group);
-      const RingLinks& ring = links[class_links[c]];
-      RingInput input;
-      input.kv_send_ns = ring.kv_send_ns;
-      input.dkv_send_ns = ring.dkv_send_ns;
-      input.dkv_level = ring.dkv_level;
+      RingInput& input = class_inputs[c];
       input.compute_ns.resize(ww * ww);
       std::vector<SimNs> backward_compute(ww * ww);
       for (int32_t p = 0; p < w; ++p) {
@@ -343,14 +391,17 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
       fwd.run = all_gather ? simulate_all_gather_pass(w, input.compute_ns, gather_ns[c], 0)
                            : simulate_ring(schedule, input, false);
       fwd.metrics = ring_metrics(fwd.run, input.compute_ns);
-      fwd.compute_ns = input.compute_ns;
-      RingPassResult bwd = fwd;
-      input.compute_ns = backward_compute;
+      if (options.keep_ring_records) fwd.compute_ns = input.compute_ns;
+      RingPassResult bwd;
+      bwd.layer = layer;
+      bwd.head_group = cls.head_group;
+      bwd.ring_class = static_cast<int32_t>(c);
       bwd.backward = true;
+      input.compute_ns.swap(backward_compute);
       bwd.run = all_gather ? simulate_all_gather_pass(w, input.compute_ns, gather_ns[c], scatter_ns[c])
                            : simulate_ring(schedule, input, true);
       bwd.metrics = ring_metrics(bwd.run, input.compute_ns);
-      bwd.compute_ns = std::move(backward_compute);
+      if (options.keep_ring_records) bwd.compute_ns = input.compute_ns;
       lr.attention_fwd_ns = std::max(lr.attention_fwd_ns, fwd.run.end_ns);
       lr.attention_bwd_ns = std::max(lr.attention_bwd_ns, bwd.run.end_ns);
       lr.worker_imbalance = std::max(lr.worker_imbalance, fwd.metrics.worker_imbalance);
@@ -377,6 +428,7 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
     add(lr.forward, "estimate_bcast", estimate_bcast, true);
     add(lr.forward, "estimate_scores", estimate_scores, false);
     add(lr.forward, "estimate_allreduce", estimate_reduce, true);
+    add(lr.forward, "index_build", index_build, false);
     add(lr.forward, "attention_ring", lr.attention_fwd_ns, false);
     add(lr.forward, "layout_a2a_out", shuffle_out, true);
     add(lr.forward, "ulysses_a2a_out", ulysses_out, true);

@@ -1,10 +1,11 @@
 // The end-to-end simulator: for a plan, its model and cluster, and a trace (sparse) or none
 // (dense attention), predicts every rank's ring steps forward and backward in every layer, the
 // rest of each layer (projections and MLP as GEMMs, layout and Ulysses all-to-alls, pattern
-// estimation collectives), the training step (LM head, gradient synchronisation, optimizer),
-// tokens per second and the memory per GPU. The model and its assumptions: docs/simulator.md.
-// Tested in tests/sim/simulation_test.cpp (closed forms on uniform dense rings, determinism,
-// ring-order relabelling, cache reuse).
+// estimation collectives, the index build), the training step (LM head, gradient
+// synchronisation, optimizer), tokens per second and the memory per GPU. The model and its
+// assumptions: docs/simulator.md. Tested in tests/sim/simulation_test.cpp (closed forms on uniform
+// dense rings, determinism, ring-order relabelling, cache reuse, NIC sharing across ring levels,
+// dK/dV accumulator routes, the index build phase) and end to end in tests/golden/.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,10 @@ struct SimulationOptions {
   LayoutShuffle layout_shuffle = LayoutShuffle::automatic;
   bool overlap_grad_sync = true;     ///< gradient reduction overlaps the backward of earlier layers
   bool keep_ring_records = true;     ///< keep per-rank per-step records of every ring pass
+  /// How the backward dK/dV accumulators travel (sim/ring/ring_simulation.hpp): along the K/V ring
+  /// at every level (method.md section 5) or straight back to the owner after each inner cycle.
+  AccumulatorRoute accumulator_route = AccumulatorRoute::mirror;
+  int threads = 1;                   ///< work counting threads (>= 1); results do not depend on it
 };
 
 /// One phase of a layer, executed by every rank in order.

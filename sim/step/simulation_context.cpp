@@ -23,6 +23,12 @@ std::shared_ptr<const PatternSet> SimulationContext::patterns(const std::string&
 std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& pattern_key, const PatternSet& patterns,
                                                        const TokenLayout& layout, int64_t block_q, int64_t block_k,
                                                        int64_t head_groups, int64_t micro_batch) {
+  return work(pattern_key, patterns, layout, block_q, block_k, head_groups, micro_batch, 1);
+}
+
+std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& pattern_key, const PatternSet& patterns,
+                                                       const TokenLayout& layout, int64_t block_q, int64_t block_k,
+                                                       int64_t head_groups, int64_t micro_batch, int threads) {
   const std::string key =
       pattern_key.empty() ? std::string()
                           : str(pattern_key, "|", to_string(layout.kind), "|N=", layout.seq_len_tokens, "|W=", layout.ranks,
@@ -38,7 +44,7 @@ std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& patter
     ++misses_;
   }
   const BlockGeometry geometry = make_block_geometry(layout, block_q, block_k);
-  auto made = std::make_shared<const WorkSet>(count_work_set(geometry, patterns, head_groups, micro_batch));
+  auto made = std::make_shared<const WorkSet>(count_work_set(geometry, patterns, head_groups, micro_batch, threads));
   if (!key.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
     work_.emplace(key, made);

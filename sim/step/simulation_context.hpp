@@ -32,6 +32,10 @@ class SimulationContext {
   std::shared_ptr<const WorkSet> work(const std::string& pattern_key, const PatternSet& patterns,
                                       const TokenLayout& layout, int64_t block_q, int64_t block_k, int64_t head_groups,
                                       int64_t micro_batch);
+  /// The same, counting a miss on up to `threads` threads (>= 1; the result does not depend on it).
+  std::shared_ptr<const WorkSet> work(const std::string& pattern_key, const PatternSet& patterns,
+                                      const TokenLayout& layout, int64_t block_q, int64_t block_k, int64_t head_groups,
+                                      int64_t micro_batch, int threads);
 
   int64_t work_cache_hits() const;
   int64_t work_cache_misses() const;

@@ -1,7 +1,6 @@
 #include "sim/work/work_counter.hpp"
 
 #include <algorithm>
-#include <bit>
 
 #include "common/error.hpp"
 
@@ -28,7 +27,6 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
   }
   covered_diff_.assign(static_cast<size_t>(offset), 0);
   if (!memoize_) pair_scratch_.resize(geometry.pairs.size());
-  groups_by_k_class_.resize(geometry.k_classes.size());
   if ((geometry.block_k & (geometry.block_k - 1)) == 0) {
     block_k_shift_ = 0;
     while ((int64_t{1} << block_k_shift_) < geometry.block_k) ++block_k_shift_;
@@ -60,12 +58,67 @@ void WorkCounter::prepare(const KeptPattern& pattern) {
   }
   total_visible_.assign(ranks * 3, 0);
   for (size_t r = 0; r < ranks; ++r) group_columns(static_cast<int32_t>(r), locals[r], globals[r]);
+  flatten_groups();
+}
+
+void WorkCounter::flatten_groups() {
+  const size_t k_classes = geo_.k_classes.size();
+  const size_t ranks = key_columns_.size();
+  flat_groups_.clear();
+  flat_begin_.assign(ranks * 3 * (k_classes + 1), 0);
+  for (size_t owner = 0; owner < ranks; ++owner) {
+    for (size_t c = 0; c < 3; ++c) {
+      size_t* begin = flat_begin_.data() + (owner * 3 + c) * (k_classes + 1);
+      for (size_t b = 0; b < k_classes; ++b) {
+        begin[b] = flat_groups_.size();
+        // Blocks ascend, so members of one key class ascend too.
+        for (const KeyBlockColumns& block : key_columns_[owner]) {
+          if (block.k_class != static_cast<int32_t>(b)) continue;
+          for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+            flat_groups_.push_back(FlatGroup{block.member, group_store_[g].first_block, group_store_[g].count});
+          }
+        }
+      }
+      begin[k_classes] = flat_groups_.size();
+    }
+  }
+  // Visible columns per query block, only for the (owner, case) rows that see any column; the
+  // other rows are never read (count_columns returns before it needs them).
+  const auto q_blocks = static_cast<size_t>(geo_.q_blocks);
+  if (visible_.size() != ranks * 3 * q_blocks) visible_.assign(ranks * 3 * q_blocks, 0);
+  visible_first_.assign(ranks * 3, geo_.q_blocks);
+  for (size_t owner = 0; owner < ranks; ++owner) {
+    const std::vector<KeyBlockColumns>& blocks = key_columns_[owner];
+    for (size_t c = 0; c < 3; ++c) {
+      if (blocks.empty() || blocks.front().begin[c] == blocks.front().end[c]) continue;
+      int32_t* visible = visible_.data() + (owner * 3 + c) * q_blocks;
+      std::fill(visible, visible + q_blocks, 0);
+      for (const KeyBlockColumns& block : blocks) {
+        for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+          const ColumnGroup& group = group_store_[g];
+          visible[group.first_block] += static_cast<int32_t>(group.count);
+          visible_first_[owner * 3 + c] = std::min(visible_first_[owner * 3 + c], group.first_block);
+        }
+      }
+      for (size_t i = 1; i < q_blocks; ++i) visible[i] += visible[i - 1];
+    }
+  }
 }
 
 void WorkCounter::group_columns(int32_t owner, std::vector<int64_t>& locals, std::vector<int64_t>& globals) {
   std::vector<KeyBlockColumns>& out = key_columns_[static_cast<size_t>(owner)];
   out.clear();
   const int32_t ranks = geo_.layout.ranks;
+  // Striped layouts in closed form (what first_local_at_or_after computes): a column at local
+  // index l of its owner lies in the owner's local stripe l / G; a lower rank first sees it at the
+  // start of its next local stripe, a higher rank at the start of the same local stripe.
+  const bool striped = geo_.layout.kind == LayoutKind::striped && ranks > 1;
+  const int64_t stripe = geo_.layout.granularity_tokens;
+  const int64_t len = geo_.layout.local_len();
+  const auto striped_first_visible = [&](int c, int64_t local) {
+    const int64_t at = c == 1 ? local : (local / stripe + (c == 0 ? 1 : 0)) * stripe;
+    return at < len ? at / geo_.block_q : geo_.q_blocks;
+  };
   size_t idx = 0;
   while (idx < locals.size()) {
     KeyBlockColumns block;
@@ -82,7 +135,7 @@ void WorkCounter::group_columns(int32_t owner, std::vector<int64_t>& locals, std
       block.begin[c] = block.end[c] = group_store_.size();
       if (representative[c] < 0 || representative[c] >= ranks) continue;
       for (size_t k = idx; k < end; ++k) {
-        const int64_t first = first_visible_block(representative[c], globals[k]);
+        const int64_t first = striped ? striped_first_visible(c, locals[k]) : first_visible_block(representative[c], globals[k]);
         if (first >= geo_.q_blocks) break;  // monotone: later columns are not visible either
         if (group_store_.size() > block.begin[c] && group_store_.back().first_block == first) {
           ++group_store_.back().count;
@@ -116,8 +169,9 @@ bool WorkCounter::any_slash_in(int64_t lo, int64_t hi) const {
 
 void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& out) {
   out.mu.clear();
-  out.bits.clear();
-  out.rank.assign(1, 0);
+  out.run_lo.clear();
+  out.run_end.clear();
+  out.prefix.assign(1, 0);
   out.base = 0;
   out.tiles = 0;
   out.masked = 0;
@@ -146,16 +200,15 @@ void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& 
   }
   const int64_t mu_masked = ceil_div(-(pair.min_difference + x0), shift) - 1;  // last mu with a pair q < k
   out.base = -(count_b - 1);
-  const int64_t words = (count_a + count_b - 1 + 63) / 64;
-  out.bits.assign(static_cast<size_t>(words), 0);
-  out.rank.assign(static_cast<size_t>(words) + 1, 0);
+  const auto span = static_cast<size_t>(count_a + count_b - 1);
+  out.prefix.assign(span + 1, 0);
   for (const Interval& run : out.mu.runs()) {
-    for (int64_t x = run.lo - out.base; x <= run.hi - out.base; ++x) {
-      out.bits[static_cast<size_t>(x >> 6)] |= uint64_t{1} << (x & 63);
-    }
+    for (int64_t x = run.lo - out.base; x <= run.hi - out.base; ++x) out.prefix[static_cast<size_t>(x) + 1] = 1;
   }
-  for (size_t w = 0; w < out.bits.size(); ++w) out.rank[w + 1] = out.rank[w] + std::popcount(out.bits[w]);
+  for (size_t x = 0; x < span; ++x) out.prefix[x + 1] += out.prefix[x];
   for (const Interval& run : out.mu.runs()) {
+    out.run_lo.push_back(run.lo);
+    out.run_end.push_back(run.hi + 1);
     out.tiles += diagonal_pairs_sum(count_a, count_b, run.lo, run.hi);
     out.masked += diagonal_pairs_sum(count_a, count_b, run.lo, std::min(run.hi, mu_masked));
   }
@@ -234,21 +287,6 @@ void WorkCounter::cover_direct(int32_t q_rank, int32_t kv_rank, int64_t j, int64
   }
 }
 
-int64_t WorkCounter::Presence::count(int64_t lo, int64_t hi) const {
-  const int64_t limit = static_cast<int64_t>(bits.size()) * 64;
-  const int64_t a = std::max<int64_t>(0, lo - base);
-  const int64_t b = std::min(limit, hi - base + 1);  // exclusive
-  if (a >= b) return 0;
-  // Set bits in [0, x): whole words from the prefix plus the low bits of word x / 64.
-  const auto below = [&](int64_t x) {
-    const auto w = static_cast<size_t>(x >> 6);
-    const int64_t partial =
-        (x & 63) == 0 ? 0 : std::popcount(bits[w] & ((uint64_t{1} << (x & 63)) - 1));
-    return rank[w] + partial;
-  };
-  return below(b) - below(a);
-}
-
 bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& counts) {
   // Valid when every query block is regular and one block apart from the next member of its class,
   // and the rank pair has at most block_k visible columns: then each query block gathers at most
@@ -310,6 +348,80 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
   return true;
 }
 
+void WorkCounter::cover_flat(int c, int32_t kv_rank, int64_t* diff) const {
+  const size_t k_class_count = geo_.k_classes.size();
+  const size_t* flat_begin =
+      flat_begin_.data() + (static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)) * (k_class_count + 1);
+  for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+    const BlockClass& qc = geo_.q_classes[a];
+    const int64_t first = qc.first_block;
+    const int64_t a_max = qc.members - 1;
+    for (size_t b = 0; b < k_class_count; ++b) {
+      const Presence& presence = *pair_presence_[a * k_class_count + b];
+      const int64_t* const lo = presence.run_lo.data();
+      const int64_t* const end = presence.run_end.data();
+      const size_t runs = presence.run_lo.size();
+      // The present tiles of key member m are the query members m + mu, mu in the presence runs;
+      // each run adds one interval of covered query blocks [m + lo, m + end) to the difference
+      // array, clipped to the visible members [a_min, a_max]. The runs that reach into that range
+      // are [rb, re); only the first and last of them can need clipping. Groups ascend by member,
+      // so re never grows.
+      size_t re = runs;
+      const FlatGroup* const groups_end = flat_groups_.data() + flat_begin[b + 1];
+      for (const FlatGroup* g = flat_groups_.data() + flat_begin[b]; g != groups_end; ++g) {
+        const int64_t m = g->member;
+        const int64_t n = g->count;
+        const int64_t a_min = std::max<int64_t>(0, g->first_block - first);
+        while (re > 0 && m + lo[re - 1] > a_max) --re;
+        const size_t rb = static_cast<size_t>(std::upper_bound(end, end + re, a_min - m) - end);  // end > a_min - m
+        if (rb >= re) continue;
+        int64_t* const at = diff + first;
+        if (rb + 1 == re) {
+          const int64_t a1 = std::max(a_min, m + lo[rb]);
+          const int64_t a2 = std::min(a_max, m + end[rb] - 1);
+          at[a1] -= n;
+          at[a2 + 1] += n;
+          continue;
+        }
+        at[std::max(a_min, m + lo[rb])] -= n;
+        at[m + end[rb]] += n;
+        for (size_t r = rb + 1; r + 1 < re; ++r) {
+          at[m + lo[r]] -= n;
+          at[m + end[r]] += n;
+        }
+        at[m + lo[re - 1]] -= n;
+        at[std::min(a_max, m + end[re - 1] - 1) + 1] += n;
+      }
+    }
+  }
+}
+
+void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& counts) {
+  const auto q_blocks = static_cast<size_t>(geo_.q_blocks);
+  if (regular_diff_.size() != q_blocks + 1) regular_diff_.assign(q_blocks + 1, 0);
+  int64_t* const diff = regular_diff_.data();
+  cover_flat(c, kv_rank, diff);
+  // Covering writes start at a group's first visible block, so everything before the first
+  // visible block is zero; the sweep zeroes what it read for the next call.
+  const size_t key = static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c);
+  const int32_t* const visible = visible_.data() + key * q_blocks;
+  const auto from = static_cast<size_t>(visible_first_[key]);
+  const int64_t round_up = geo_.block_k - 1;
+  int64_t minus_covered = 0;  // running sum of diff: minus the columns covered
+  int64_t columns_total = 0;
+  int64_t chunks_total = 0;
+  for (size_t i = from; i < q_blocks; ++i) {
+    minus_covered += diff[i];
+    diff[i] = 0;
+    const int64_t columns = visible[i] + minus_covered;
+    columns_total += columns;
+    chunks_total += (columns + round_up) >> block_k_shift_;
+  }
+  diff[q_blocks] = 0;
+  counts.columns += columns_total;
+  counts.column_chunks += chunks_total;
+}
+
 void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts) {
   const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
   const int c = q_rank < kv_rank ? 0 : (q_rank == kv_rank ? 1 : 2);
@@ -317,97 +429,54 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
   // this rank, no column is.
   if (blocks.empty() || blocks.front().begin[c] == blocks.front().end[c]) return;
   if (count_columns_sparse(c, kv_rank, counts)) return;
+  const bool any_direct = !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty();
+  if (!strided_classes_ && !any_direct && block_k_shift_ >= 0) {
+    count_columns_regular(c, kv_rank, counts);
+    return;
+  }
   const int64_t q_blocks = geo_.q_blocks;
   const int64_t block_k = geo_.block_k;
   block_diff_.assign(static_cast<size_t>(q_blocks) + 1, 0);
   if (strided_classes_) covered_diff_.assign(covered_diff_.size(), 0);
-  const bool any_direct = !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty();
   if (any_direct) covered_direct_.assign(static_cast<size_t>(q_blocks), 0);
-  // With every query class one block apart (the common case) the covered columns go straight
-  // into block_diff_; they are applied run by run over arrays of the groups of each key class,
-  // a tight loop without searches. Strided classes go group by group (cover_regular).
-  for (auto& list : groups_by_k_class_) list.clear();
+  // Visible columns go into block_diff_ from their first visible block on. Covered columns: with
+  // every query class one block apart straight into block_diff_ (cover_flat); strided classes
+  // group by group (cover_regular); irregular blocks tile by tile.
   for (const KeyBlockColumns& block : blocks) {
     for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
       const ColumnGroup& group = group_store_[g];
       block_diff_[static_cast<size_t>(group.first_block)] += group.count;
-      if (block.k_class >= 0) {
-        if (strided_classes_) {
-          cover_regular(block.k_class, block.member, group.first_block, group.count);
-        } else {
-          groups_by_k_class_[static_cast<size_t>(block.k_class)].push_back(
-              FlatGroup{block.member, group.first_block, group.count});
-        }
-      }
+      if (block.k_class >= 0 && strided_classes_) cover_regular(block.k_class, block.member, group.first_block, group.count);
       if (block.k_class < 0 || !geo_.irregular_q_blocks.empty()) {
         cover_direct(q_rank, kv_rank, block.block, group.first_block, block.k_class >= 0, group.count);
       }
     }
   }
-  if (!strided_classes_) {
-    const size_t k_class_count = geo_.k_classes.size();
-    int64_t* const diff = block_diff_.data();
-    for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
-      const BlockClass& qc = geo_.q_classes[a];
-      const int64_t first = qc.first_block;
-      const int64_t a_max = qc.members - 1;
-      for (size_t b = 0; b < k_class_count; ++b) {
-        const std::vector<FlatGroup>& groups = groups_by_k_class_[b];
-        if (groups.empty()) continue;
-        for (const Interval& run : pair_presence_[a * k_class_count + b]->mu.runs()) {
-          for (const FlatGroup& g : groups) {
-            const int64_t a1 = std::max(std::max<int64_t>(0, g.first_block - first), g.member + run.lo);
-            const int64_t a2 = std::min(a_max, g.member + run.hi);
-            if (a1 <= a2) {
-              diff[first + a1] -= g.count;
-              diff[first + a2 + 1] += g.count;
-            }
-          }
-        }
-      }
-    }
-  }
+  if (!strided_classes_) cover_flat(c, kv_rank, block_diff_.data());
   int64_t columns_total = 0;
   int64_t chunks_total = 0;
   const auto add_block = [&](int64_t columns) {
     columns_total += columns;
     chunks_total += columns <= 0 ? 0 : (columns <= block_k ? 1 : ceil_div(columns, block_k));
   };
-  if (!strided_classes_ && !any_direct && block_k_shift_ >= 0) {
-    // The common case, kept branch-free: chunks = (columns + block_k - 1) >> log2(block_k).
-    int64_t running = 0;
-    const int64_t round_up = block_k - 1;
-    for (int64_t i = 0; i < q_blocks; ++i) {
-      running += block_diff_[static_cast<size_t>(i)];
-      columns_total += running;
-      chunks_total += (running + round_up) >> block_k_shift_;
-    }
-  } else if (!strided_classes_ && !any_direct) {
-    int64_t running = 0;
-    for (int64_t i = 0; i < q_blocks; ++i) {
-      running += block_diff_[static_cast<size_t>(i)];
-      add_block(running);
-    }
-  } else {
-    for (size_t k = 1; k < block_diff_.size(); ++k) block_diff_[k] += block_diff_[k - 1];
-    if (any_direct) {
-      for (size_t i = 0; i < covered_direct_.size(); ++i) block_diff_[i] -= covered_direct_[i];
-    }
-    if (strided_classes_) {
-      for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
-        const BlockClass& qc = geo_.q_classes[a];
-        if (qc.block_stride == 1 || qc.members == 1) continue;
-        const int64_t* diff = covered_diff_.data() + class_offset_[a];
-        int64_t covered = 0;
-        int64_t i = qc.first_block;
-        for (int64_t m = 0; m < qc.members; ++m, i += qc.block_stride) {
-          covered += diff[m];
-          block_diff_[static_cast<size_t>(i)] += covered;
-        }
+  for (size_t k = 1; k < block_diff_.size(); ++k) block_diff_[k] += block_diff_[k - 1];
+  if (any_direct) {
+    for (size_t i = 0; i < covered_direct_.size(); ++i) block_diff_[i] -= covered_direct_[i];
+  }
+  if (strided_classes_) {
+    for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+      const BlockClass& qc = geo_.q_classes[a];
+      if (qc.block_stride == 1 || qc.members == 1) continue;
+      const int64_t* diff = covered_diff_.data() + class_offset_[a];
+      int64_t covered = 0;
+      int64_t i = qc.first_block;
+      for (int64_t m = 0; m < qc.members; ++m, i += qc.block_stride) {
+        covered += diff[m];
+        block_diff_[static_cast<size_t>(i)] += covered;
       }
     }
-    for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
   }
+  for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
   counts.columns += columns_total;
   counts.column_chunks += chunks_total;
 }

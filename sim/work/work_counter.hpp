@@ -50,18 +50,22 @@ class WorkCounter {
  private:
   struct Presence {
     RunSet mu;             ///< member-offset values (a - b) of present tiles
-    // mu as a bitset over [base, base + 64 x words) with per-word prefix popcounts, for O(1)
-    // membership and range counts in the column count.
+    std::vector<int64_t> run_lo;   ///< the runs of mu as two arrays: first values ...
+    std::vector<int64_t> run_end;  ///< ... and one past the last values
+    // mu over [base, base + span) as a prefix count, for O(1) membership and range counts.
     int64_t base = 0;
-    std::vector<uint64_t> bits;
-    std::vector<int64_t> rank;  ///< rank[w] = set bits in words [0, w)
+    std::vector<int32_t> prefix;  ///< prefix[x] = elements of mu in [base, base + x), x in [0, span]
+    int64_t span() const { return static_cast<int64_t>(prefix.size()) - 1; }
     bool test(int64_t mu_value) const {
       const int64_t x = mu_value - base;
-      if (x < 0 || x >= static_cast<int64_t>(bits.size()) * 64) return false;
-      return (bits[static_cast<size_t>(x >> 6)] >> (x & 63)) & 1U;
+      return x >= 0 && x < span() && prefix[static_cast<size_t>(x) + 1] != prefix[static_cast<size_t>(x)];
     }
     /// Elements of mu in [lo, hi].
-    int64_t count(int64_t lo, int64_t hi) const;
+    int64_t count(int64_t lo, int64_t hi) const {
+      const int64_t from = lo - base > 0 ? lo - base : 0;
+      const int64_t to = hi - base + 1 < span() ? hi - base + 1 : span();  // exclusive
+      return from >= to ? 0 : prefix[static_cast<size_t>(to)] - prefix[static_cast<size_t>(from)];
+    }
     int64_t tiles = 0;
     int64_t masked = 0;
   };
@@ -94,6 +98,12 @@ class WorkCounter {
   std::pair<bool, bool> tile_direct(int32_t q_rank, int64_t i, int32_t kv_rank, int64_t j);
   WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
   void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
+  /// count_columns for the common geometry: every query class one block apart, no irregular
+  /// block, block_k a power of two.
+  void count_columns_regular(int c, int32_t kv_rank, WorkCounts& counts);
+  /// Subtracts the columns of the flattened groups of (kv_rank, case c) that tiles cover from
+  /// `diff`, a difference array over query blocks (every query class one block apart).
+  void cover_flat(int c, int32_t kv_rank, int64_t* diff) const;
   /// Closed-form column count for rank pairs with few visible columns; false if not applicable.
   bool count_columns_sparse(int c, int32_t kv_rank, WorkCounts& counts);
   /// Subtracts `count` columns of regular key block `member` of `k_class` from every regular query
@@ -124,15 +134,24 @@ class WorkCounter {
     int64_t first_block = 0;  ///< first query block that sees the columns
     int64_t count = 0;
   };
-  std::vector<std::vector<FlatGroup>> groups_by_k_class_;
-  std::vector<int64_t> scratch_first_block_;
+  /// Groups of regular key blocks per (owner rank, case, key class), members ascending:
+  /// flat_groups_[flat_begin_[(owner x 3 + case) x (key classes + 1) + k_class] .. next entry).
+  std::vector<FlatGroup> flat_groups_;
+  std::vector<size_t> flat_begin_;
+  /// Visible columns of (owner, case) per query block: visible_[(owner x 3 + case) x q_blocks + i];
+  /// visible_first_[owner x 3 + case] = the first query block that sees any (q_blocks if none).
+  std::vector<int32_t> visible_;
+  std::vector<int64_t> visible_first_;
+  /// Fills flat_groups_, flat_begin_, visible_ and visible_first_ from the column groups.
+  void flatten_groups();
   // Scratch for the column count.
   std::vector<int64_t> block_diff_;      ///< per q block: visible minus covered (stride-1 classes), difference array
+  std::vector<int64_t> regular_diff_;    ///< count_columns_regular's difference array, kept zeroed between calls
   std::vector<int64_t> covered_direct_;  ///< per q block, from tile-by-tile checks
   std::vector<int64_t> covered_diff_;    ///< per strided q class (at class_offset_), difference array over members
   std::vector<int64_t> class_offset_;
   bool strided_classes_ = false;
-  int block_k_shift_ = -1;               ///< log2(block_k) when block_k is a power of two, else -1         ///< some q class has members more than one block apart
+  int block_k_shift_ = -1;               ///< log2(block_k) when block_k is a power of two, else -1
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;
 };

@@ -1,5 +1,12 @@
 #include "sim/work/work_set.hpp"
 
+#include <atomic>
+#include <exception>
+#include <algorithm>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
 #include "common/error.hpp"
 #include "sim/work/work_counter.hpp"
 
@@ -23,6 +30,12 @@ void scale(WorkMatrix& m, int64_t factor) {
 
 WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
                        int64_t micro_batch) {
+  return count_work_set(geometry, patterns, head_groups, micro_batch, 1);
+}
+
+WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
+                       int64_t micro_batch, int threads) {
+  require(threads >= 1, "work counting needs >= 1 thread, got ", threads);
   require(head_groups >= 1 && patterns.heads % head_groups == 0, "head groups (", head_groups,
           ") must divide the query heads (", patterns.heads, ")");
   require(micro_batch >= 1, "micro batch must be >= 1 sequence, got ", micro_batch);
@@ -33,8 +46,8 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
   set.head_groups = head_groups;
   set.heads_per_group = patterns.heads / head_groups;
   set.micro_batch = micro_batch;
-  WorkCounter counter(geometry);
   if (patterns.dense) {
+    WorkCounter counter(geometry);
     KeptPattern all;
     all.slash_offsets.resize(static_cast<size_t>(patterns.seq_len_tokens));
     for (int64_t d = 0; d < patterns.seq_len_tokens; ++d) all.slash_offsets[static_cast<size_t>(d)] = d;
@@ -44,17 +57,39 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
     set.matrices.assign(static_cast<size_t>(set.layers * head_groups), one);
     return set;
   }
-  set.matrices.reserve(static_cast<size_t>(set.layers * head_groups));
-  for (int64_t l = 0; l < set.layers; ++l) {
-    for (int64_t g = 0; g < head_groups; ++g) {
-      WorkMatrix sum(geometry.layout.ranks);
-      for (int64_t h = g * set.heads_per_group; h < (g + 1) * set.heads_per_group; ++h) {
-        counter.accumulate_head(patterns.at(l, h), sum);
+  set.matrices.assign(static_cast<size_t>(set.layers * head_groups), WorkMatrix(geometry.layout.ranks));
+  // Layers are handed out one at a time; each matrix is written by exactly one thread.
+  std::atomic<int64_t> next_layer{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto worker = [&] {
+    try {
+      WorkCounter counter(geometry);
+      for (int64_t l = next_layer++; l < set.layers; l = next_layer++) {
+        for (int64_t g = 0; g < head_groups; ++g) {
+          WorkMatrix& sum = set.matrices[static_cast<size_t>(l * head_groups + g)];
+          for (int64_t h = g * set.heads_per_group; h < (g + 1) * set.heads_per_group; ++h) {
+            counter.accumulate_head(patterns.at(l, h), sum);
+          }
+          if (micro_batch > 1) scale(sum, micro_batch);
+        }
       }
-      if (micro_batch > 1) scale(sum, micro_batch);
-      set.matrices.push_back(std::move(sum));
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next_layer = set.layers;  // the others stop after their current layer
     }
+  };
+  const int64_t extra = std::min<int64_t>(threads - 1, std::max<int64_t>(0, set.layers - 1));
+  std::vector<std::thread> pool;
+  try {
+    for (int64_t t = 0; t < extra; ++t) pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones running (and this one) share the layers.
   }
+  worker();
+  for (std::thread& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
   return set;
 }
 

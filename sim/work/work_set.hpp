@@ -3,7 +3,7 @@
 // of each head's work matrix (sim/work/work_counter.hpp), times the micro batch. Ring-order and
 // hierarchy independent: ranks are ring positions (layout ranks), so one WorkSet serves every ring
 // order and every hierarchy split of the same (layout, degree, granularity, block sizes).
-// Tested in tests/sim/work_set_test.cpp.
+// Tested in tests/sim/work_set_test.cpp (also that threads change nothing).
 #pragma once
 
 #include <cstdint>
@@ -32,5 +32,10 @@ struct WorkSet {
 /// Dense pattern sets are counted once and scaled by the heads of a group.
 WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
                        int64_t micro_batch);
+
+/// The same on up to `threads` threads (>= 1), which take layers in turn, each with its own
+/// counter. The result does not depend on `threads`. An InputError of any layer is rethrown.
+WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
+                       int64_t micro_batch, int threads);
 
 }  // namespace sparsering

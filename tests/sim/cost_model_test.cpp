@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "common/error.hpp"
 
 namespace sparsering {
@@ -79,6 +82,26 @@ TEST(CostModelTest, GemmTime) {
   const GemmCostModel calibrated = make_gemm_cost_model(calibrated_gpu(), a);
   EXPECT_TRUE(calibrated.calibrated);
   EXPECT_EQ(gemm_time_ns(calibrated, 1.5e12), 2000000);  // 750 TFLOP/s
+}
+
+TEST(CostModelTest, IndexBuildTime) {
+  // launch + per head-ktoken x heads x tokens / 1024: 16 heads x 16384 tokens = 256 head-ktokens.
+  RooflineAssumptions a;
+  a.index_build_launch_us = 100.0;
+  a.index_build_per_head_ktoken_us = 0.5;
+  EXPECT_EQ(index_build_time_ns(a, 16, 16384), 100000 + 128000);
+  EXPECT_EQ(index_build_time_ns(a, 1, 512), 100250);
+  EXPECT_EQ(index_build_time_ns(a, 0, 512), 0);
+  EXPECT_EQ(index_build_time_ns(a, 4, 0), 0);
+  // The defaults reproduce the H200 measurements they were fitted on (docs/PERF.md: 16 heads at
+  // 32K, 64K and 128K tokens took 0.331, 0.586 and 1.008 ms) within 6%.
+  const RooflineAssumptions defaults;
+  for (const auto& [tokens, ms] : std::vector<std::pair<int64_t, double>>{{32768, 0.331}, {65536, 0.586}, {131072, 1.008}}) {
+    EXPECT_NEAR(ns_to_ms(index_build_time_ns(defaults, 16, tokens)), ms, 0.06 * ms) << tokens;
+  }
+  a.index_build_per_head_ktoken_us = -1.0;
+  EXPECT_THROW(index_build_time_ns(a, 1, 1), InputError);
+  EXPECT_THROW(index_build_time_ns(defaults, -1, 1), InputError);
 }
 
 TEST(CostModelTest, RejectsBadInputs) {

@@ -26,6 +26,7 @@ RingInput uniform_input(const RingSchedule& s, SimNs compute, const std::vector<
   }
   in.dkv_send_ns.assign(w * w, dkv);
   in.dkv_level.assign(w * w, 0);
+  in.dkv_hop_ns.assign(w * w * levels, dkv);
   return in;
 }
 
@@ -109,7 +110,12 @@ TEST(RingSimulationTest, OuterLevelOfSizeOneEqualsFlatRing) {
       a.dkv_level.push_back(0);
       b.dkv_level.push_back(0);
       c.dkv_level.push_back(1);
+      a.dkv_hop_ns.push_back(dkv);
+      b.dkv_hop_ns.insert(b.dkv_hop_ns.end(), {dkv, 999});
+      c.dkv_hop_ns.insert(c.dkv_hop_ns.end(), {999, dkv});
     }
+    const AccumulatorRoute route = trial % 2 == 0 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
+    a.route = b.route = c.route = route;
     for (const bool backward : {false, true}) {
       const RingRun ra = simulate_ring(flat, a, backward);
       const RingRun rb = simulate_ring(nested, b, backward);
@@ -135,6 +141,7 @@ TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
   for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
   for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
   for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (size_t k = 0; k < in.dkv_hop_ns.size(); ++k) in.dkv_hop_ns[k] = in.dkv_send_ns[k];  // one level
   const int32_t shift = 2;
   RingInput rotated = in;
   for (int32_t p = 0; p < w; ++p) {
@@ -144,6 +151,7 @@ TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
       rotated.compute_ns[to] = in.compute_ns[from];
       rotated.kv_send_ns[to] = in.kv_send_ns[from];
       rotated.dkv_send_ns[to] = in.dkv_send_ns[from];
+      rotated.dkv_hop_ns[to] = in.dkv_hop_ns[from];
     }
   }
   for (const bool backward : {false, true}) {
@@ -167,12 +175,18 @@ TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
     for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
     for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
     for (auto& v : in.dkv_level) v = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.levels()));
+    for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
+    in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
     const bool backward = rng() % 2 == 1;
     const RingRun base = simulate_ring(s, in, backward);
     RingInput less = in;
     for (auto& v : less.compute_ns) v -= static_cast<SimNs>(rng() % static_cast<uint64_t>(v + 1));
     if (rng() % 2) {
       for (auto& v : less.kv_send_ns) v -= static_cast<SimNs>(rng() % static_cast<uint64_t>(v + 1));
+    }
+    if (rng() % 2) {
+      for (auto& v : less.dkv_hop_ns) v -= static_cast<SimNs>(rng() % static_cast<uint64_t>(v + 1));
+      for (auto& v : less.dkv_send_ns) v -= static_cast<SimNs>(rng() % static_cast<uint64_t>(v + 1));
     }
     const RingRun faster = simulate_ring(s, less, backward);
     EXPECT_LE(faster.end_ns, base.end_ns);
@@ -186,11 +200,117 @@ TEST(RingSimulationTest, BackwardTwoRanksByHand) {
   // [max(C, T), max(C, T) + D]. Step 1 starts at M = max(C, T), ends at M + C; the accumulator
   // returns to its owner once it arrived (M + D) and step 1 is done: end = M + max(C, D) + D.
   for (const auto& [c, t, d] : std::vector<std::tuple<SimNs, SimNs, SimNs>>{{100, 30, 60}, {50, 80, 60}, {10, 10, 10}}) {
-    const RingSchedule s = RingSchedule::flat(2);
-    const RingRun run = simulate_ring(s, uniform_input(s, c, {t}, d), true);
-    const SimNs m = std::max(c, t);
-    EXPECT_EQ(run.at(0, 1).compute_start_ns, m);
-    EXPECT_EQ(run.end_ns, m + std::max(c, d) + d) << c << " " << t << " " << d;
+    for (const AccumulatorRoute route : {AccumulatorRoute::mirror, AccumulatorRoute::direct_return}) {
+      const RingSchedule s = RingSchedule::flat(2);
+      RingInput in = uniform_input(s, c, {t}, d);
+      in.route = route;
+      const RingRun run = simulate_ring(s, in, true);
+      const SimNs m = std::max(c, t);
+      EXPECT_EQ(run.at(0, 1).compute_start_ns, m);
+      EXPECT_EQ(run.end_ns, m + std::max(c, d) + d) << c << " " << t << " " << d;
+    }
+  }
+}
+
+TEST(RingSimulationTest, FlatRingRoutesAgree) {
+  // On a flat ring the mirrored accumulators are the direct ones: inner hops, then home.
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 50; ++trial) {
+    const int32_t w = 1 + static_cast<int32_t>(rng() % 9);
+    const RingSchedule s = RingSchedule::flat(w);
+    RingInput in = uniform_input(s, 0, {0}, 0);
+    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    in.dkv_hop_ns = in.dkv_send_ns;
+    RingInput direct = in;
+    direct.route = AccumulatorRoute::direct_return;
+    const RingRun a = simulate_ring(s, in, true);
+    const RingRun b = simulate_ring(s, direct, true);
+    EXPECT_EQ(a.finish_ns, b.finish_ns);
+    ASSERT_EQ(a.transfers.size(), b.transfers.size());
+    for (size_t k = 0; k < a.transfers.size(); ++k) {
+      EXPECT_EQ(a.transfers[k].kind, b.transfers[k].kind);
+      EXPECT_EQ(a.transfers[k].to, b.transfers[k].to);
+      EXPECT_EQ(a.transfers[k].end_ns, b.transfers[k].end_ns);
+    }
+  }
+}
+
+TEST(RingSimulationTest, MirroredAccumulatorsByHand) {
+  // Levels {2, 2}, compute C = 10, K/V hops free, accumulator hops D0 = 3 (inner), D1 = 7 (outer).
+  // Computes run back to back: step t on [10t, 10t + 10]. Inner accumulator hops leave after each
+  // compute: [10, 13], [20, 23], [30, 33], [40, 43]. The hops at steps 1 and 3 end an inner ring:
+  // the node's sum lands on the inner successor at 23 (43), which sends it over the outer level:
+  // [23, 30] (kept by the outer successor for its next outer step), then at step 3 adds the one
+  // that came in at 30 and sends [43, 50] to the owner. Direct returns instead send the step-3
+  // accumulator straight to the owner over the outer link: [40, 47].
+  const RingSchedule s({2, 2});
+  RingInput in = uniform_input(s, 10, {0, 0}, 0);
+  for (size_t k = 0; k < in.dkv_hop_ns.size(); ++k) in.dkv_hop_ns[k] = k % 2 == 0 ? 3 : 7;
+  const RingRun mirror = simulate_ring(s, in, true);
+  EXPECT_EQ(mirror.end_ns, 50);
+  for (const SimNs finish : mirror.finish_ns) EXPECT_EQ(finish, 50);
+  int inner_hops = 0;
+  int outer_hops = 0;
+  std::set<int32_t> homes;
+  for (const RingTransfer& tr : mirror.transfers) {
+    if (tr.kind == TransferKind::kv) continue;
+    if (tr.level == 0) {
+      ++inner_hops;
+      EXPECT_EQ(tr.start_ns, 10 * (tr.step + 1));
+      EXPECT_EQ(tr.end_ns, 10 * (tr.step + 1) + 3);
+    } else {
+      ++outer_hops;
+      EXPECT_EQ(tr.start_ns, tr.step == 1 ? 23 : 43);
+      EXPECT_EQ(tr.end_ns, tr.step == 1 ? 30 : 50);
+      EXPECT_EQ(tr.kind, tr.step == 3 ? TransferKind::dkv_return : TransferKind::dkv);
+      if (tr.kind == TransferKind::dkv_return) homes.insert(tr.to);
+    }
+  }
+  EXPECT_EQ(inner_hops, 16);  // W x W: every position, every step
+  EXPECT_EQ(outer_hops, 8);   // W x outer size: one per position and outer step
+  EXPECT_EQ(homes.size(), 4U);
+
+  in.route = AccumulatorRoute::direct_return;
+  for (int32_t p = 0; p < 4; ++p) {
+    for (int32_t t = 0; t < 4; ++t) {
+      const bool leaves_node = t == 3;
+      in.dkv_send_ns[static_cast<size_t>(p * 4 + t)] = leaves_node ? 7 : 3;
+      in.dkv_level[static_cast<size_t>(p * 4 + t)] = leaves_node ? 1 : 0;
+    }
+  }
+  const RingRun direct = simulate_ring(s, in, true);
+  EXPECT_EQ(direct.end_ns, 47);
+}
+
+TEST(RingSimulationTest, MirroredAccumulatorsComeHome) {
+  // Any nesting: every position receives exactly one accumulator over the outermost level's last
+  // hop, the one of its own chunk, after every compute of that chunk.
+  std::mt19937_64 rng(std::random_device{}());
+  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{{3}, {2, 3}, {2, 3, 2}, {1, 4, 1, 2}, {4, 1}}) {
+    const RingSchedule s(sizes);
+    RingInput in = uniform_input(s, 0, std::vector<SimNs>(sizes.size(), 0), 0);
+    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
+    const RingRun run = simulate_ring(s, in, true);
+    const int32_t w = s.ranks();
+    std::vector<int> homes(static_cast<size_t>(w), 0);
+    for (const RingTransfer& tr : run.transfers) {
+      if (tr.kind != TransferKind::dkv_return) continue;
+      ++homes[static_cast<size_t>(tr.to)];
+      EXPECT_EQ(run.finish_ns[static_cast<size_t>(tr.to)], std::max(tr.end_ns, run.at(tr.to, w - 1).compute_end_ns));
+      // Every compute of the chunk of `tr.to` is done before its accumulator lands.
+      for (int32_t p = 0; p < w; ++p) {
+        for (int32_t t = 0; t < w; ++t) {
+          if (s.source(p, t) == tr.to) {
+            EXPECT_LE(run.at(p, t).compute_end_ns, tr.end_ns);
+          }
+        }
+      }
+    }
+    for (const int h : homes) EXPECT_EQ(h, w > 1 ? 1 : 0);
   }
 }
 

@@ -1,6 +1,7 @@
 // End-to-end simulator: a hand-derived dense two-rank ring, determinism across contexts, work
 // cache reuse across ring orders, relabelling of symmetric ranks, hierarchical rings with a
-// one-node outer level, monotonicity in sparsity, and input checks (sim/step/simulation.hpp).
+// one-node outer level, monotonicity in sparsity, NIC sharing across ring levels, the dK/dV
+// accumulator routes, the index build phase, and input checks (sim/step/simulation.hpp).
 #include "sim/step/simulation.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <random>
 
 #include "common/error.hpp"
+#include "sim/network/link_model.hpp"
+#include "sim/step/layer_shapes.hpp"
 #include "tests/sim/sim_test_inputs.hpp"
 
 namespace sparsering {
@@ -186,6 +189,107 @@ TEST(SimulationTest, RejectsMismatchedInputs) {
   options.trace_sample = 5;
   const Trace ok = small_trace(2, 4, 2048, 1);
   EXPECT_THROW(simulate(context, sparse_plan, model, cluster, &ok, options), InputError) << "sample";
+}
+
+TEST(SimulationTest, NicSharingCountsEveryRingLevel) {
+  // 4 nodes of 1 GPU with one NIC each, ring levels {2, 2}: both levels cross nodes, so every node
+  // sends an inner and an outer K/V hop through its NIC at once and each gets half of it.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(4, 1);
+  const PlanConfig plan = small_plan(4096, 4, "striped", 64, false, {{2, "infiniband"}, {2, "infiniband"}});
+  SimulationContext context;
+  const SimulationResult r = simulate(context, plan, model, cluster, nullptr);
+  const LinkModel ib = make_link_model(*cluster.inter_node);
+  const int64_t kv_bytes = layer_shapes(plan, model).kv_chunk_bytes;
+  const SimNs half = transfer_time_ns(ib, kv_bytes, 0.5);
+  ASSERT_GT(half, transfer_time_ns(ib, kv_bytes, 1.0));
+  int checked = 0;
+  for (const RingTransfer& t : r.rings[0].run.transfers) {
+    if (t.kind != TransferKind::kv) continue;
+    EXPECT_EQ(t.end_ns - t.start_ns, half) << "level " << t.level;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  // One ring level crossing nodes with one flow per node: the full NIC.
+  const PlanConfig flat = small_plan(4096, 4, "striped", 64, false, {{4, "infiniband"}});
+  const SimulationResult f = simulate(context, flat, model, cluster, nullptr);
+  for (const RingTransfer& t : f.rings[0].run.transfers) {
+    if (t.kind == TransferKind::kv) {
+      EXPECT_EQ(t.end_ns - t.start_ns, transfer_time_ns(ib, kv_bytes, 1.0));
+    }
+  }
+}
+
+TEST(SimulationTest, AccumulatorRoutes) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 4);
+  const Trace trace = small_trace(2, 4, 4096, 12);
+  SimulationContext context;
+  SimulationOptions mirror;
+  SimulationOptions direct;
+  direct.accumulator_route = AccumulatorRoute::direct_return;
+  // Hierarchical: the mirrored accumulators cross nodes only over the outer level, between
+  // outer neighbours; direct returns go from the last position of each inner cycle to the owner.
+  const PlanConfig hier = small_plan(4096, 8, "striped", 64, true, {{4, "nvlink"}, {2, "infiniband"}});
+  const SimulationResult m = simulate(context, hier, model, cluster, &trace, mirror);
+  const SimulationResult d = simulate(context, hier, model, cluster, &trace, direct);
+  EXPECT_EQ(m.layers[0].attention_fwd_ns, d.layers[0].attention_fwd_ns) << "the forward pass does not change";
+  int64_t outer_hops = 0;
+  int64_t returns = 0;
+  for (const RingTransfer& t : m.rings[1].run.transfers) {
+    ASSERT_TRUE(m.rings[1].backward);
+    if (t.kind == TransferKind::kv) continue;
+    if (t.level == 1) ++outer_hops;
+    if (t.kind == TransferKind::dkv_return) {
+      ++returns;
+      EXPECT_EQ(t.level, 1);
+    }
+  }
+  EXPECT_EQ(outer_hops, 8 * 2);  // every position, once per outer step
+  EXPECT_EQ(returns, 8);
+  int64_t direct_returns = 0;
+  for (const RingTransfer& t : d.rings[1].run.transfers) direct_returns += t.kind == TransferKind::dkv_return ? 1 : 0;
+  EXPECT_EQ(direct_returns, 8 * 2);  // every position, once per inner cycle
+  // A flat ring has one route.
+  const PlanConfig flat = small_plan(4096, 8, "striped", 64, true, {{8, "infiniband"}});
+  EXPECT_EQ(simulate(context, flat, model, cluster, &trace, mirror).step.step_ns,
+            simulate(context, flat, model, cluster, &trace, direct).step.step_ns);
+}
+
+TEST(SimulationTest, IndexBuildPhase) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 2);
+  const Trace trace = small_trace(2, 4, 2048, 2);
+  SimulationContext context;
+  SimulationOptions options;
+  options.roofline.index_build_launch_us = 50.0;
+  options.roofline.index_build_per_head_ktoken_us = 2.0;
+  const SimulationResult sparse =
+      simulate(context, small_plan(2048, 2, "striped", 64, true, {{2, "nvlink"}}), model, cluster, &trace, options);
+  // 4 heads x 1024 local tokens: 50 + 2 x 4 = 58 us per layer.
+  SimNs build = 0;
+  for (const LayerPhase& phase : sparse.layers[0].forward) build += phase.name == "index_build" ? phase.duration_ns : 0;
+  EXPECT_EQ(build, 58000);
+  const SimulationResult dense =
+      simulate(context, small_plan(2048, 2, "striped", 64, false, {{2, "nvlink"}}), model, cluster, nullptr, options);
+  for (const LayerPhase& phase : dense.layers[0].forward) EXPECT_NE(phase.name, "index_build");
+}
+
+TEST(SimulationTest, TraceOfAnotherModelWithTheSameShapeIsNoted) {
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(1, 2);
+  Trace trace = small_trace(2, 4, 2048, 2);
+  trace.metadata.model = "other";
+  SimulationContext context;
+  const SimulationResult r =
+      simulate(context, small_plan(2048, 2, "zigzag", 0, true, {{2, "nvlink"}}), model, cluster, &trace);
+  bool noted = false;
+  for (const std::string& note : r.notes) noted = noted || note.find("made for model 'other'") != std::string::npos;
+  EXPECT_TRUE(noted);
+  SimulationOptions bad;
+  bad.threads = 0;
+  EXPECT_THROW(simulate(context, small_plan(2048, 2, "zigzag", 0, true, {{2, "nvlink"}}), model, cluster, &trace, bad),
+               InputError);
 }
 
 TEST(SimulationTest, MemoryDoesNotFitSaysWhy) {

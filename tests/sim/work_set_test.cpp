@@ -1,8 +1,11 @@
 // Work sets: per-layer, per-head-group sums of head work matrices, dense counting, micro batch
-// scaling, and trace-based pattern selection (sim/work/work_set.hpp, sim/work/pattern_set.hpp).
+// scaling, counting on several threads, and trace-based pattern selection (sim/work/work_set.hpp,
+// sim/work/pattern_set.hpp).
 #include "sim/work/work_set.hpp"
 
 #include <gtest/gtest.h>
+
+#include <random>
 
 #include "common/error.hpp"
 #include "sim/work/work_counter.hpp"
@@ -42,6 +45,37 @@ TEST(WorkSetTest, DenseIsEveryCausalTile) {
   EXPECT_EQ(set.at(0, 0).total().tiles, 4 * 136);
   EXPECT_EQ(set.at(0, 0).total().masked_tiles, 4 * 16);
   EXPECT_EQ(set.at(0, 0).total().columns, 0);
+}
+
+TEST(WorkSetTest, ThreadsChangeNothing) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t n = 4096;
+  PatternSet patterns;
+  patterns.layers = 7;
+  patterns.heads = 4;
+  patterns.seq_len_tokens = n;
+  std::uniform_int_distribution<int64_t> any(0, n - 1);
+  for (int64_t k = 0; k < patterns.layers * patterns.heads; ++k) {
+    KeptPattern p;
+    for (int64_t d = 0; d < 40; ++d) p.slash_offsets.push_back(d);
+    for (int j = 0; j < 30; ++j) p.slash_offsets.push_back(any(rng));
+    for (int j = 0; j < 200; ++j) p.vertical_positions.push_back(any(rng));
+    patterns.patterns.push_back(std::move(p));
+  }
+  for (const LayoutKind kind : {LayoutKind::striped, LayoutKind::zigzag}) {
+    const BlockGeometry geo = make_block_geometry(make_token_layout(kind, n, 4, kind == LayoutKind::striped ? 32 : 0), 64, 64);
+    const WorkSet one = count_work_set(geo, patterns, 2, 2);
+    for (const int threads : {1, 2, 3, 16}) {
+      const WorkSet many = count_work_set(geo, patterns, 2, 2, threads);
+      ASSERT_EQ(many.matrices.size(), one.matrices.size());
+      for (size_t k = 0; k < one.matrices.size(); ++k) EXPECT_EQ(many.matrices[k], one.matrices[k]) << threads;
+    }
+  }
+  // A bad pattern in any layer fails the whole count, whichever thread met it.
+  patterns.patterns[static_cast<size_t>(5 * 4 + 1)].vertical_positions.push_back(n + 3);
+  const BlockGeometry geo = make_block_geometry(make_token_layout(LayoutKind::contiguous, n, 4), 64, 64);
+  for (const int threads : {1, 3}) EXPECT_THROW(count_work_set(geo, patterns, 1, 1, threads), InputError);
+  EXPECT_THROW(count_work_set(geo, patterns, 1, 1, 0), InputError);
 }
 
 }  // namespace

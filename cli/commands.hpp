@@ -15,6 +15,10 @@ void add_trace_command(CLI::App& app, const GlobalOptions& global);
 /// (cli/simulate_command.cpp).
 void add_simulate_command(CLI::App& app, const GlobalOptions& global);
 
+/// `sparsering tune`: search plans with the simulator, rank them and write the best
+/// (cli/tune_command.cpp).
+void add_tune_command(CLI::App& app, const GlobalOptions& global);
+
 /// `sparsering export`: hand a plan to a training framework (cli/export_command.cpp).
 void add_export_command(CLI::App& app, const GlobalOptions& global);
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
 
   cli::add_trace_command(app, global);
   cli::add_simulate_command(app, global);
+  cli::add_tune_command(app, global);
   cli::add_export_command(app, global);
   cli::add_gpu_commands(app, global);
 

@@ -1,0 +1,324 @@
+// `sparsering tune --model M --cluster C --trace T --seq-len N [--top K] [--objective step-time|tokens-per-s]
+//                  [--memory-cap-gib X] [--threads T] [--out plan.yaml]`
+// searches parallel layouts with the simulator (tuner/search/plan_search.hpp), prints the ranked
+// table, what the search proved and why the winner beats the runner-up, and with --out writes the
+// best plan there (and, with --top K > 1, plan-1.yaml .. plan-K.yaml beside it), each with its
+// prediction and input hashes, atomically, refusing to replace files unless --force. A progress
+// bar is drawn on stderr only when stderr is a terminal. The callback only turns flags into
+// library calls; tested by tests/tuner_search/cli_tune_test.cpp, which runs the built binary.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/table.hpp"
+#include "sim/config/cluster_config.hpp"
+#include "sim/config/model_config.hpp"
+#include "sim/config/plan_config.hpp"
+#include "sparsering/version.hpp"
+#include "traces/safetensors_trace.hpp"
+#include "traces/token_count.hpp"
+#include "tuner/search/file_digest.hpp"
+#include "tuner/search/plan_search.hpp"
+#include "tuner/search/progress_bar.hpp"
+
+namespace sparsering::cli {
+
+void add_tune_command(CLI::App& app, const GlobalOptions& global);
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TuneOptions {
+  std::string model;
+  std::string cluster;
+  std::string trace;
+  std::string seq_len;
+  int64_t top = 5;
+  std::string objective = "step-time";
+  double memory_cap_gib = 0.0;
+  int threads = 0;
+  double gap = 0.0;
+  int64_t max_work_sets = 0;
+  int64_t max_ring_simulated = 0;
+  int64_t sample = 0;
+  double recall = 0.95;
+  std::vector<int64_t> blocks = {64, 128};
+  std::vector<double> granularities = {0.5, 1.0, 2.0};
+  std::vector<std::string> layouts = {"contiguous", "zigzag", "striped"};
+  std::vector<std::string> comms = {"p2p", "all_gather"};
+  std::vector<std::string> recomputes = {"none", "selective", "full"};
+  std::vector<int64_t> zero_stages = {0, 1, 2, 3};
+  bool brute_force = false;
+};
+
+/// A config given as a file path, or as a bare name found in configs/<folder>/<name>.yaml.
+fs::path config_path(const std::string& ref, const char* flag, const char* folder) {
+  require(!ref.empty(), flag, " is required");
+  const fs::path direct(ref);
+  if (fs::is_regular_file(direct)) return direct;
+  const fs::path named = fs::path("configs") / folder / (ref + ".yaml");
+  if (ref.find('/') == std::string::npos && fs::is_regular_file(named)) return named;
+  throw InputError(str("unknown ", folder == std::string("models") ? "model" : "cluster", " '", ref, "' (", flag,
+                       "): no such file, and no ", named.string()));
+}
+
+/// `target` as the plan at `plan_file` should reference it: relative to the plan's folder.
+std::string reference_from(const fs::path& plan_file, const fs::path& target) {
+  const fs::path base = fs::absolute(plan_file).parent_path();
+  const fs::path rel = fs::absolute(target).lexically_normal().lexically_relative(base);
+  return rel.empty() ? fs::absolute(target).lexically_normal().string() : rel.string();
+}
+
+SearchSpaceOptions space_options(const TuneOptions& o) {
+  SearchSpaceOptions s;
+  s.block_sizes = o.blocks;
+  s.stripe_shifts.clear();
+  for (const double g : o.granularities) {
+    const double shift = std::log2(g);
+    require(g > 0.0 && std::isfinite(shift) && shift == std::round(shift) && std::abs(shift) <= 6.0,
+            "--granularities takes powers of two between 1/64 and 64 (stripe = block x factor), got ", g);
+    s.stripe_shifts.push_back(static_cast<int32_t>(shift));
+  }
+  s.layouts.clear();
+  for (const std::string& l : o.layouts) s.layouts.push_back(parse_layout_kind(l));
+  s.comms.clear();
+  for (const std::string& c : o.comms) s.comms.push_back(c == "p2p" ? CommPrimitive::p2p : CommPrimitive::all_gather);
+  s.recomputes.clear();
+  for (const std::string& r : o.recomputes) {
+    s.recomputes.push_back(r == "none" ? RecomputeMode::none : r == "selective" ? RecomputeMode::selective : RecomputeMode::full);
+  }
+  s.zero_stages = o.zero_stages;
+  return s;
+}
+
+/// Milliseconds with more digits after the point for small values.
+std::string ms(double value) {
+  const double a = std::abs(value);
+  return fixed(value, a >= 100.0 ? 1 : a >= 10.0 ? 2 : 3);
+}
+
+void run_tune(const TuneOptions& o, const GlobalOptions& global) {
+  require(o.objective == "step-time" || o.objective == "tokens-per-s", "--objective must be step-time or tokens-per-s, got ",
+          o.objective);
+  require(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  require(!(o.memory_cap_gib < 0.0) && std::isfinite(o.memory_cap_gib), "--memory-cap-gib must be > 0, got ", o.memory_cap_gib);
+  const fs::path model_path = config_path(o.model, "--model", "models");
+  const fs::path cluster_path = config_path(o.cluster, "--cluster", "clusters");
+  require(!o.trace.empty(), "--trace is required (make one with `sparsering trace synth`)");
+  const int64_t seq_len = parse_token_count(o.seq_len, "--seq-len");
+  const ModelConfig model = load_model(model_path);
+  const ClusterConfig cluster = load_cluster(cluster_path);
+  require(seq_len % 64 == 0, "--seq-len ", seq_len, " is not a multiple of 64 tokens, the smallest kernel block; ",
+          "every layout needs whole blocks");
+
+  // Check the outputs before the search, so a refusal costs nothing.
+  std::vector<fs::path> outputs;
+  if (!global.out.empty()) {
+    const fs::path best(global.out);
+    require(!fs::is_directory(best), "--out ", best.string(), " is a folder; give the plan file to write");
+    outputs.push_back(best);
+    if (o.top > 1) {
+      const std::string ext = best.extension().empty() ? std::string(".yaml") : best.extension().string();
+      for (int64_t k = 1; k <= o.top; ++k) outputs.push_back(best.parent_path() / str(best.stem().string(), "-", k, ext));
+    }
+    for (const fs::path& path : outputs) {
+      require(global.force || !fs::exists(path), path.string(), " already exists; pass --force to overwrite it");
+    }
+  }
+
+  const Trace trace = read_trace(o.trace);
+  PlanTemplate tmpl;
+  tmpl.name_prefix = str(model.name, "-", cluster.name);
+  tmpl.model = model.name;
+  tmpl.cluster = cluster.name;
+  tmpl.sparse.recall = o.recall;
+  require(o.recall > 0.0 && o.recall <= 1.0, "--recall must be in (0, 1], got ", o.recall);
+  require(tmpl.sparse.last_q <= seq_len, "--seq-len ", seq_len, " is shorter than the ", tmpl.sparse.last_q,
+          " queries the pattern estimate uses");
+
+  SearchOptions options;
+  options.objective = o.objective == "step-time" ? Objective::step_time : Objective::tokens_per_s;
+  options.top = o.top;
+  options.memory_cap_gib = o.memory_cap_gib;
+  options.threads = o.threads;
+  options.gap = o.gap;
+  options.max_work_sets = o.max_work_sets;
+  options.max_simulated_ring = o.max_ring_simulated;
+  options.trace_sample = o.sample;
+  options.prune = !o.brute_force;
+  ProgressBar bar(std::cerr, isatty(fileno(stderr)) != 0);
+  options.progress = [&bar](const SearchProgress& p) {
+    const double fraction = p.candidates > 0 ? static_cast<double>(p.settled) / static_cast<double>(p.candidates) : 0.0;
+    bar.update(fraction, str(p.simulated, " simulated, ", p.work_sets, " work sets"));
+  };
+  const SearchResult result = search_plans(model, cluster, trace, seq_len, space_options(o), tmpl, options);
+  bar.finish();
+
+  // Outputs: plans referencing their inputs relative to where they are written.
+  std::map<std::string, std::string> hashes;
+  if (!outputs.empty()) {
+    hashes["model"] = file_digest(model_path);
+    hashes["cluster"] = file_digest(cluster_path);
+    hashes["gpu"] = file_digest(cluster.gpu_path);
+    hashes["trace"] = file_digest(o.trace);
+    std::vector<std::string> texts;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const size_t rank = k == 0 ? 0 : k - 1;  // the best plan, then plan-1 .. plan-K
+      if (rank >= result.ranked.size()) break;  // fewer plans than --top
+      PlanConfig plan = result.ranked[rank].plan;
+      plan.model = reference_from(outputs[k], model_path);
+      plan.cluster = reference_from(outputs[k], cluster_path);
+      plan.trace = reference_from(outputs[k], o.trace);
+      plan.prediction->input_hashes = hashes;
+      texts.push_back(write_plan_yaml(plan));
+    }
+    for (size_t k = 0; k < texts.size(); ++k) {
+      if (!outputs[k].parent_path().empty()) fs::create_directories(outputs[k].parent_path());
+      write_file_atomically(outputs[k], texts[k], global.force);
+    }
+    outputs.resize(texts.size());
+  }
+
+  const SearchStats& s = result.stats;
+  const std::string header =
+      str("sparsering tune: ", model.name, " on ", cluster.name, " (", cluster.world_size(), " x ", cluster.gpu_config.name,
+          "), ", seq_len, " tokens, objective ", to_string(options.objective));
+  const std::string space =
+      str(s.candidates, " candidates in ", s.geometries, " geometries: ", s.memory_pruned, " pruned by memory, ",
+          s.bound_pruned, " by step-time bounds, ", s.budget_skipped > 0 ? str(s.budget_skipped, " skipped by budget, ") : "",
+          s.simulated, " simulated (", s.work_sets, " work sets counted, ", s.refined, " bounds refined) in ",
+          fixed(s.seconds, 1), " s");
+  if (global.format == OutputFormat::json) {
+    nlohmann::json out;
+    out["sparsering_version"] = kVersion;
+    out["model"] = model.name;
+    out["cluster"] = cluster.name;
+    out["seq_len_tokens"] = seq_len;
+    out["objective"] = std::string(to_string(options.objective));
+    out["guarantee"] = result.guarantee;
+    out["explanation"] = result.explanation;
+    out["stats"] = {{"candidates", s.candidates},       {"geometries", s.geometries},     {"memory_pruned", s.memory_pruned},
+                    {"bound_pruned", s.bound_pruned},   {"budget_skipped", s.budget_skipped}, {"simulated", s.simulated},
+                    {"over_cap", s.over_cap},           {"work_sets", s.work_sets},       {"refined", s.refined},
+                    {"ring_refined", s.ring_refined},   {"rounds", s.rounds},             {"seconds", s.seconds}};
+    out["ties"] = result.ties;
+    nlohmann::json ranked = nlohmann::json::array();
+    for (size_t k = 0; k < result.ranked.size(); ++k) {
+      const RankedPlan& r = result.ranked[k];
+      const PlanFigures& f = r.figures;
+      ranked.push_back({{"rank", k + 1},
+                        {"plan", r.plan.name},
+                        {"description", describe_candidate(result.space, result.space.candidates[static_cast<size_t>(r.candidate)])},
+                        {"step_ms", f.step_ms},
+                        {"tokens_per_s", f.tokens_per_s},
+                        {"attention_fwd_bwd_ms", f.attention_fwd_bwd_ms},
+                        {"exposed_comm_ms", f.exposed_comm_ms},
+                        {"worker_imbalance", f.worker_imbalance},
+                        {"step_imbalance", f.step_imbalance},
+                        {"peak_memory_gib", f.peak_memory_gib}});
+    }
+    out["ranked"] = ranked;
+    out["notes"] = result.ranked.front().notes;
+    nlohmann::json files = nlohmann::json::array();
+    for (const fs::path& path : outputs) files.push_back(path.string());
+    out["outputs"] = files;
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  std::cout << header << "\n" << space << "\n" << result.guarantee << "\n\n";
+  if (global.verbosity > 0) {
+    std::cerr << "time: bounds " << fixed(s.bound_seconds, 2) << " s, refining bounds " << fixed(s.refine_seconds, 2)
+              << " s (" << s.refined << " geometries, " << s.ring_refined << " ring bounds), simulating "
+              << fixed(s.simulate_seconds, 2) << " s (" << s.rounds << " rounds); " << s.over_cap
+              << " simulated plans exceeded the memory cap\n";
+  }
+  Table table({"rank", "step ms", "tokens/s", "attn fwd+bwd ms", "exposed comm ms", "imbalance w/s", "peak GiB",
+               "degrees", "ring order", "ring levels", "layout", "block", "comm", "recompute", "zero"});
+  for (size_t k = 0; k < result.ranked.size(); ++k) {
+    const RankedPlan& r = result.ranked[k];
+    const PlanFigures& f = r.figures;
+    const Candidate& c = result.space.candidates[static_cast<size_t>(r.candidate)];
+    table.add_row({std::to_string(k + 1), ms(f.step_ms), fixed(f.tokens_per_s, 0), ms(f.attention_fwd_bwd_ms),
+                   ms(f.exposed_comm_ms), str(fixed(f.worker_imbalance, 2), "/", fixed(f.step_imbalance, 2)),
+                   fixed(f.peak_memory_gib, 2), describe_degrees(result.space.degrees_of(c)),
+                   describe_order(result.space.order_of(c)), describe_hierarchy(result.space.hierarchy_of(c)),
+                   describe_layout(result.space.geometry_of(c).layout), std::to_string(result.space.geometry_of(c).block),
+                   std::string(to_string(c.comm)), std::string(to_string(c.recompute)), std::to_string(c.zero_stage)});
+  }
+  table.print(std::cout);
+  std::cout << "\nwhy: " << result.explanation << "\n";
+  if (result.ties > 0) {
+    std::cout << "ties: " << result.ties << " other plans predict exactly the winner's figures (they differ only in "
+              << "choices the model does not distinguish); the first by enumeration order wins\n";
+  }
+  for (const std::string& note : result.ranked.front().notes) std::cout << "note: " << note << "\n";
+  if (!outputs.empty()) {
+    std::cout << "\nwrote " << outputs.front().string();
+    if (outputs.size() > 1) std::cout << " and " << outputs[1].string() << " .. " << outputs.back().string();
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app, const GlobalOptions& global) {
+  auto o = std::make_shared<TuneOptions>();
+  auto* cmd = app.add_subcommand("tune",
+                                 "Search parallel layouts (degrees, ring hierarchy and order, token layout, blocks, "
+                                 "comm, recompute, ZeRO) with the simulator and write the best plan (--out plan.yaml)");
+  cmd->add_option("--model", o->model, "Model config (file, or a name in configs/models/)")->required();
+  cmd->add_option("--cluster", o->cluster, "Cluster config (file, or a name in configs/clusters/)")->required();
+  cmd->add_option("--trace", o->trace, "Sparsity trace (.safetensors) of the model at --seq-len")->required();
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence, e.g. 524288 or 512K")->required();
+  cmd->add_option("--top", o->top, "Plans to rank (and to write as <out>-1.yaml ..)")->capture_default_str();
+  cmd->add_option("--objective", o->objective, "step-time (lowest step) or tokens-per-s (highest throughput)")
+      ->check(CLI::IsMember({"step-time", "tokens-per-s"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-cap-gib", o->memory_cap_gib, "Memory per GPU a plan may use (default: the GPU's)");
+  cmd->add_option("--threads", o->threads, "Simulation threads (0 = every core); never changes the result")
+      ->capture_default_str();
+  cmd->add_option("--gap", o->gap, "Accept plans within this relative distance of the optimum (0.02 = 2%); 0 = exact")
+      ->capture_default_str();
+  cmd->add_option("--max-work-sets", o->max_work_sets,
+                  "Stop counting new work sets after this many (0 = no limit); the output says what was skipped")
+      ->capture_default_str();
+  cmd->add_option("--max-ring-simulated", o->max_ring_simulated,
+                  "Simulate context-parallel rings of at most this many GPUs (0 = no limit); larger ones are "
+                  "reported with their lower bound")
+      ->capture_default_str();
+  cmd->add_option("--sample", o->sample, "Trace sample whose patterns are used")->capture_default_str();
+  cmd->add_option("--recall", o->recall, "Top-p recall of the kept sparse pattern")->capture_default_str();
+  cmd->add_option("--blocks", o->blocks, "Kernel block sizes to try (block_q = block_k)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--granularities", o->granularities, "Stripe sizes to try, as multiples of the block (powers of two)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--layouts", o->layouts, "Token layouts to try")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"contiguous", "zigzag", "striped"}))
+      ->capture_default_str();
+  cmd->add_option("--comms", o->comms, "Communication primitives to try")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"p2p", "all_gather"}))
+      ->capture_default_str();
+  cmd->add_option("--recompute", o->recomputes, "Recomputation modes to try")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->capture_default_str();
+  cmd->add_option("--zero", o->zero_stages, "ZeRO stages to try")->delimiter(',')->check(CLI::Range(0, 3))->capture_default_str();
+  cmd->add_flag("--brute-force", o->brute_force, "Simulate every candidate without pruning (slow; for checking)");
+  cmd->callback([o, &global] { run_tune(*o, global); });
+}
+
+}  // namespace sparsering::cli

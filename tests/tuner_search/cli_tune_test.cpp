@@ -1,0 +1,135 @@
+// `sparsering tune` end to end (cli/tune_command.cpp through tests/tuner_search/tune_cli_main.cpp):
+// a small model, GPU and cluster written to a temporary folder, a synthetic trace, and the
+// command's outputs, refusals and exit codes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/atomic_file.hpp"
+#include "sim/config/plan_config.hpp"
+#include "tests/tuner_search/tuner_test_inputs.hpp"
+#include "traces/safetensors_trace.hpp"
+
+namespace sparsering {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandRun {
+  int code = 0;
+  std::string out;
+};
+
+/// Runs the driver with `args` (stderr folded into the output).
+CommandRun tune(const std::string& args) {
+  const std::string command = std::string(TUNE_CLI_DRIVER) + " " + args + " 2>&1";
+  CommandRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return CommandRun{-1, "popen failed"};
+  std::array<char, 4096> buffer{};
+  size_t got = 0;
+  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), got);
+  const int status = pclose(pipe);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+class CliTune : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("sparsering_cli_tune_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    for (const char* sub : {"models", "gpus", "clusters"}) fs::create_directories(dir_ / sub);
+    write_file_atomically(dir_ / "models/tiny.yaml",
+                          "name: tiny\nlayers: 2\nhidden_size: 256\nffn_hidden_size: 512\nq_heads: 4\nkv_heads: 2\n"
+                          "head_dim: 64\nvocab_size: 1000\n",
+                          true);
+    write_file_atomically(dir_ / "gpus/test-gpu.yaml",
+                          "name: test-gpu\nmemory_gib: 80\npeak_tflops_bf16: 400\nmemory_bandwidth_gbytes_per_s: 2000\n"
+                          "sm_count: 100\nl2_mib: 40\n",
+                          true);
+    write_file_atomically(dir_ / "clusters/test.yaml",
+                          "name: test-cluster\nnodes: 2\ngpus_per_node: 2\ngpu: test-gpu\nintra_node:\n  kind: nvlink\n"
+                          "  bandwidth_gbytes_per_s: 100\n  latency_us: 2\ninter_node:\n  kind: infiniband\n"
+                          "  nics_per_node: 1\n  bandwidth_gbytes_per_s: 4\n  latency_us: 5\n",
+                          true);
+    write_trace(dir_ / "trace.safetensors", testing::tiny_trace(testing::tiny_model(), 8192, 3, 4), true);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string inputs(const std::string& seq_len = "8K") const {
+    return str("tune --model ", (dir_ / "models/tiny.yaml").string(), " --cluster ", (dir_ / "clusters/test.yaml").string(),
+               " --trace ", (dir_ / "trace.safetensors").string(), " --seq-len ", seq_len, " --threads 2 --zero 0,1");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTune, WritesTheBestPlanAndTheTopPlansWithPredictionsAndHashes) {
+  const fs::path out = dir_ / "out/plan.yaml";
+  const CommandRun run = tune(inputs() + " --top 2 --out " + out.string());
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("rank"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("why: "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("exact: "), std::string::npos) << run.out;
+  for (const char* name : {"plan.yaml", "plan-1.yaml", "plan-2.yaml"}) {
+    ASSERT_TRUE(fs::exists(dir_ / "out" / name)) << name;
+    const LoadedPlan loaded = load_plan_with_inputs(dir_ / "out" / name);
+    ASSERT_TRUE(loaded.plan.prediction.has_value());
+    EXPECT_EQ(loaded.plan.prediction->attention_fwd_ms.size(), 2U);
+    EXPECT_EQ(loaded.plan.prediction->input_hashes.size(), 4U);
+    EXPECT_EQ(loaded.plan.prediction->input_hashes.at("trace").rfind("sha256:", 0), 0U);
+    EXPECT_TRUE(fs::exists(loaded.plan.trace_path)) << loaded.plan.trace_path;
+  }
+  EXPECT_EQ(read_file(dir_ / "out/plan.yaml"), read_file(dir_ / "out/plan-1.yaml"));
+  EXPECT_NE(read_file(dir_ / "out/plan-1.yaml"), read_file(dir_ / "out/plan-2.yaml"));
+
+  // An existing output is kept unless --force.
+  const std::string before = read_file(out);
+  const CommandRun again = tune(inputs() + " --top 2 --out " + out.string());
+  EXPECT_EQ(again.code, 2) << again.out;
+  EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;
+  EXPECT_EQ(read_file(out), before);
+  EXPECT_EQ(tune(inputs() + " --top 2 --force --out " + out.string()).code, 0);
+}
+
+TEST_F(CliTune, JsonOutput) {
+  const CommandRun run = tune(inputs() + " --top 3 --format json --objective tokens-per-s");
+  ASSERT_EQ(run.code, 0) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j.at("ranked").size(), 3U);
+  EXPECT_EQ(j.at("objective"), "tokens-per-s");
+  EXPECT_GE(j.at("ranked")[0].at("tokens_per_s").get<double>(), j.at("ranked")[1].at("tokens_per_s").get<double>());
+  EXPECT_GT(j.at("stats").at("simulated").get<int64_t>(), 0);
+}
+
+TEST_F(CliTune, BadInputExitsWithTwo) {
+  const auto expect_error = [&](const std::string& args, const std::string& says) {
+    const CommandRun run = tune(args);
+    EXPECT_EQ(run.code, 2) << args << "\n" << run.out;
+    EXPECT_NE(run.out.find(says), std::string::npos) << args << "\n" << run.out;
+  };
+  expect_error(str("tune --model no-such-model --cluster ", (dir_ / "clusters/test.yaml").string(), " --trace ",
+                   (dir_ / "trace.safetensors").string(), " --seq-len 8K"),
+               "unknown model");
+  expect_error(str("tune --model ", (dir_ / "models/tiny.yaml").string(), " --cluster nowhere --trace ",
+                   (dir_ / "trace.safetensors").string(), " --seq-len 8K"),
+               "unknown cluster");
+  expect_error(inputs("4K"), "8192 tokens");                  // the trace is for another length
+  expect_error(inputs("8100"), "not a multiple of 64");
+  expect_error(inputs() + " --memory-cap-gib 0.000001", "no plan fits");
+  expect_error(inputs() + " --objective fastest", "objective");
+  expect_error(inputs() + " --granularities 3", "powers of two");
+  const CommandRun missing = tune(str("tune --model ", (dir_ / "models/tiny.yaml").string()));
+  EXPECT_EQ(missing.code, 2) << missing.out;
+}
+
+}  // namespace
+}  // namespace sparsering

@@ -1,0 +1,93 @@
+// Lower bounds of the simulator (tuner/search/step_lower_bound.hpp): on random candidates of
+// small clusters, every strength of the step-time bound and the memory bound stays at or below
+// what the simulator returns.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "sim/step/simulation.hpp"
+#include "sim/work/kept_pattern.hpp"
+#include "sim/work/pattern_set.hpp"
+#include "tests/tuner_search/tuner_test_inputs.hpp"
+#include "tuner/search/step_lower_bound.hpp"
+
+namespace sparsering {
+namespace {
+
+struct Inputs {
+  ModelConfig model;
+  ClusterConfig cluster;
+  int64_t seq_len = 0;
+  Trace trace;
+  PatternSet patterns;
+};
+
+Inputs make_setup(int64_t nodes, int64_t gpus, int64_t racks, bool roofline, uint64_t seed, int64_t vertical_scale) {
+  Inputs s{testing::tiny_model(), testing::test_cluster(nodes, gpus, 80, racks, roofline), 8192, {}, {}};
+  s.trace = testing::tiny_trace(s.model, s.seq_len, seed, vertical_scale);
+  s.patterns = select_patterns(s.trace, 0, RecallSettings{});
+  for (KeptPattern& p : s.patterns.patterns) p = normalize_pattern(p, s.seq_len);
+  return s;
+}
+
+void check_bounds(const Inputs& s, int samples, uint64_t seed) {
+  const SearchSpace space = enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{});
+  PlanTemplate tmpl;
+  tmpl.model = s.model.name;
+  tmpl.cluster = s.cluster.name;
+  SimulationOptions options;
+  options.trace_key = "bounds-test";
+  options.keep_ring_records = false;
+  SimulationContext context;
+  StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> pick(0, space.candidates.size() - 1);
+  for (int k = 0; k < samples; ++k) {
+    const Candidate& c = space.candidates[pick(rng)];
+    const PlanConfig plan = make_candidate_plan(space, c, tmpl);
+    const SimulationResult r = simulate(context, plan, s.model, s.cluster, &s.trace, options);
+    const std::string what = describe_candidate(space, c);
+    EXPECT_LE(bound.memory_bytes(c), r.memory.peak_bytes) << what;
+    // Strengths in the order the search applies them; each must bound the simulation.
+    std::vector<SimNs> bounds;
+    if (bound.refined(c.geometry) == 0) bounds.push_back(bound.step_ns(c));
+    bound.refine(c.geometry, 2, 1);
+    bounds.push_back(bound.step_ns(c));
+    bound.refine(c.geometry, 2, 2);
+    bounds.push_back(bound.step_ns(c));
+    if (bound.ring_bound_applies(c)) {
+      bound.refine_ring(c, 2);
+      bounds.push_back(bound.step_ns(c));
+    }
+    for (const SimNs b : bounds) {
+      EXPECT_LE(b, r.step.step_ns) << what;
+      EXPECT_GT(b, 0) << what;
+    }
+    // The refined bounds are useful: within a factor 3 of the simulation here.
+    EXPECT_GT(bounds.back() * 3, r.step.step_ns) << what;
+  }
+}
+
+TEST(StepLowerBound, BoundsTheSimulationOnTwoNodesOfTwo) { check_bounds(make_setup(2, 2, 0, false, 11, 1), 120, 1); }
+
+TEST(StepLowerBound, BoundsTheSimulationOnOneNodeOfFourWithManyColumns) {
+  check_bounds(make_setup(1, 4, 0, false, 12, 20), 120, 2);
+}
+
+TEST(StepLowerBound, BoundsTheSimulationOnTwoNodesOfFourUncalibrated) {
+  check_bounds(make_setup(2, 4, 0, true, 13, 5), 120, 3);
+}
+
+TEST(StepLowerBound, BoundsTheSimulationWithRacks) { check_bounds(make_setup(4, 2, 2, false, 14, 3), 120, 4); }
+
+TEST(StepLowerBound, RejectsPatternsOfAnotherModel) {
+  const Inputs s = make_setup(1, 4, 0, false, 15, 1);
+  const SearchSpace space = enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{});
+  PatternSet other = s.patterns;
+  other.heads = 8;
+  EXPECT_THROW(StepLowerBound(s.model, s.cluster, space, other, PlanTemplate{}, SimulationOptions{}), InputError);
+}
+
+}  // namespace
+}  // namespace sparsering

@@ -1,0 +1,97 @@
+// Small, fully specified inputs for the plan-search tests: a tiny model, a calibrated or
+// uncalibrated GPU, clusters of N nodes x G GPUs (optionally grouped into racks), and synthetic
+// traces from traces/synth with a random sparsity prior.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "sim/config/cluster_config.hpp"
+#include "sim/config/model_config.hpp"
+#include "traces/synth/synthetic_trace.hpp"
+#include "traces/trace.hpp"
+
+namespace sparsering::testing {
+
+/// A 2-layer model with 4 query heads and 2 KV heads (GQA 2) of 64 channels.
+inline ModelConfig tiny_model(int64_t layers = 2, int64_t q_heads = 4, int64_t kv_heads = 2) {
+  return parse_model(str("name: tiny\nlayers: ", layers, "\nhidden_size: ", 64 * q_heads,
+                         "\nffn_hidden_size: 512\nq_heads: ", q_heads,
+                         "\nkv_heads: ", kv_heads, "\nhead_dim: 64\nvocab_size: 1000\n"),
+                     "<tiny>");
+}
+
+/// A GPU with `memory_gib` of memory; calibrated (block 64, head dim 64) unless `roofline`.
+inline GpuConfig test_gpu(double memory_gib, bool roofline = false) {
+  GpuConfig gpu;
+  gpu.name = roofline ? "test-gpu-roofline" : "test-gpu";
+  gpu.memory_gib = memory_gib;
+  gpu.peak_tflops_bf16 = 400;
+  gpu.memory_bandwidth_gbytes_per_s = 2000;
+  if (!roofline) {
+    GpuCalibration cal;
+    cal.block_q = 64;
+    cal.block_k = 64;
+    cal.head_dim = 64;
+    cal.forward = {3.0, 0.02, 0.03};
+    cal.backward = {4.0, 0.05, 0.07};
+    cal.gemm_efficiency = 0.5;
+    gpu.calibration = cal;
+  }
+  return gpu;
+}
+
+/// `nodes` x `gpus_per_node` GPUs: NVLink inside a node, one NIC per node between nodes, and with
+/// `rack_nodes` > 0 racks of that many nodes over a slower outer level.
+inline ClusterConfig test_cluster(int64_t nodes, int64_t gpus_per_node, double memory_gib, int64_t rack_nodes = 0,
+                                  bool roofline = false) {
+  std::string text = str("name: test-cluster\nnodes: ", nodes, "\ngpus_per_node: ", gpus_per_node,
+                         "\ngpu: test-gpu\nintra_node:\n  kind: nvlink\n  bandwidth_gbytes_per_s: 100\n  latency_us: 2\n");
+  if (nodes > 1) {
+    text += "inter_node:\n  kind: infiniband\n  nics_per_node: 1\n  bandwidth_gbytes_per_s: 4\n  latency_us: 5\n";
+  }
+  if (rack_nodes > 0) {
+    text += str("outer_levels:\n  - name: rack\n    kind: ethernet\n    nodes_per_group: ", rack_nodes,
+                "\n    nics_per_node: 1\n    bandwidth_gbytes_per_s: 1\n    latency_us: 20\n");
+  }
+  ClusterConfig cluster = parse_cluster(text, "<test-cluster>");
+  cluster.gpu_config = test_gpu(memory_gib, roofline);
+  return cluster;
+}
+
+/// A synthetic trace for `model` at `seq_len` tokens: random per-head budgets (seeded), so that
+/// heads differ in verticals and slashes; `vertical_scale` multiplies the vertical budgets.
+inline Trace tiny_trace(const ModelConfig& model, int64_t seq_len, uint64_t seed, int64_t vertical_scale = 1) {
+  std::mt19937_64 rng(seed);
+  SparsityPrior prior;
+  prior.name = "test";
+  prior.model = model.name;
+  prior.source = "random test budgets";
+  prior.score_kind = "recall";
+  prior.layers = model.layers;
+  prior.q_heads = model.q_heads;
+  std::uniform_int_distribution<int64_t> verticals(2, 24);
+  std::uniform_int_distribution<int64_t> slashes(4, 64);
+  for (int64_t k = 0; k < model.layers * model.q_heads; ++k) {
+    prior.budgets.push_back(HeadBudget{verticals(rng) * vertical_scale, slashes(rng), 0.95});
+  }
+  SynthSettings s;
+  s.model = model.name;
+  s.layers = model.layers;
+  s.q_heads = model.q_heads;
+  s.kv_heads = model.kv_heads;
+  s.seq_len_tokens = seq_len;
+  s.seed = seed;
+  s.vertical_slots = std::min<int64_t>(512, seq_len);
+  s.slash_slots = std::min<int64_t>(512, seq_len);
+  s.budget_reference_tokens = seq_len;
+  s.threads = 1;
+  s.prior = prior;
+  return synthesize_trace(s);
+}
+
+}  // namespace sparsering::testing

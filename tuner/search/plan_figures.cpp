@@ -1,0 +1,82 @@
+#include "tuner/search/plan_figures.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace sparsering {
+
+namespace {
+
+bool is_attention(const LayerPhase& phase) { return phase.name.rfind("attention", 0) == 0; }
+
+}  // namespace
+
+PlanFigures plan_figures(const SimulationResult& result, RecomputeMode recompute) {
+  PlanFigures f;
+  f.step_ms = ns_to_ms(result.step.step_ns);
+  f.tokens_per_s = result.step.tokens_per_s;
+  f.worker_imbalance = result.worker_imbalance;
+  f.step_imbalance = result.step_imbalance;
+  f.exposed_share = result.exposed_share;
+  f.peak_memory_gib = static_cast<double>(result.memory.peak_bytes) / static_cast<double>(int64_t{1} << 30);
+
+  // The busiest rank's kernel time of every (layer, direction), from the ring records.
+  std::map<std::tuple<int64_t, bool>, SimNs> busiest;
+  for (const RingPassResult& pass : result.rings) {
+    const int32_t w = pass.run.ranks;
+    for (int32_t p = 0; p < w; ++p) {
+      SimNs sum = 0;
+      for (int32_t t = 0; t < w; ++t) {
+        sum += pass.compute_ns[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)];
+      }
+      SimNs& slot = busiest[{pass.layer, pass.backward}];
+      slot = std::max(slot, sum);
+    }
+  }
+  const bool full = recompute == RecomputeMode::full;
+  const bool selective = recompute == RecomputeMode::selective;
+  SimNs attention = 0, dense = 0, collectives = 0, ring_exposed = 0, fwd_bwd = 0;
+  for (const LayerResult& layer : result.layers) {
+    for (const LayerPhase& phase : layer.forward) {
+      const SimNs d = phase.duration_ns * (full ? 2 : 1);
+      if (phase.communication) {
+        collectives += d;
+      } else if (is_attention(phase)) {
+        attention += d;
+      } else {
+        dense += d;
+      }
+    }
+    for (const LayerPhase& phase : layer.backward) {
+      if (phase.name == "recompute_forward") continue;  // attributed with the forward phases
+      if (phase.communication) {
+        collectives += phase.duration_ns;
+      } else if (is_attention(phase)) {
+        attention += phase.duration_ns;
+      } else {
+        dense += phase.duration_ns;
+      }
+    }
+    fwd_bwd += layer.attention_fwd_ns + layer.attention_bwd_ns;
+    if (!result.rings.empty()) {
+      const auto exposed = [&](bool backward, SimNs pass_ns) {
+        const auto it = busiest.find({layer.layer, backward});
+        return it == busiest.end() ? SimNs{0} : std::max<SimNs>(0, pass_ns - it->second);
+      };
+      const SimNs fwd = exposed(false, layer.attention_fwd_ns);
+      ring_exposed += fwd * ((full || selective) ? 2 : 1) + exposed(true, layer.attention_bwd_ns);
+    }
+  }
+  dense += result.step.lm_head_ns;
+  f.attention_ms = ns_to_ms(attention);
+  f.dense_ms = ns_to_ms(dense);
+  f.collectives_ms = ns_to_ms(collectives);
+  f.grad_sync_ms = ns_to_ms(result.step.grad_sync_exposed_ns);
+  f.optimizer_ms = ns_to_ms(result.step.optimizer_ns);
+  f.attention_fwd_bwd_ms = ns_to_ms(fwd_bwd);
+  f.exposed_comm_ms = ns_to_ms(collectives + result.step.grad_sync_exposed_ns + ring_exposed);
+  return f;
+}
+
+}  // namespace sparsering

@@ -1,0 +1,638 @@
+#include "tuner/search/step_lower_bound.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+
+#include "common/error.hpp"
+#include "sim/memory/memory_model.hpp"
+#include "sim/ring/ring_schedule.hpp"
+#include "sim/network/link_model.hpp"
+#include "sim/ring/ring_simulation.hpp"
+#include "sim/step/layer_shapes.hpp"
+#include "tuner/search/parallel_for.hpp"
+#include "tuner/search/work_lower_bound.hpp"
+
+namespace sparsering {
+
+namespace {
+
+constexpr SimNs kNever = std::numeric_limits<SimNs>::max();
+
+/// A plan carrying only what layer_shapes and estimate_memory read.
+PlanConfig shape_plan(const SearchSpace& space, const ParallelDegrees& g, const PlanTemplate& tmpl) {
+  PlanConfig plan;
+  plan.seq_len_tokens = space.seq_len_tokens;
+  plan.micro_batch_sequences = tmpl.micro_batch_sequences;
+  plan.context_parallel = g.context_parallel;
+  plan.head_parallel = g.head_parallel;
+  plan.data_parallel = g.data_parallel;
+  plan.ring_levels = {RingLevel{g.context_parallel, LinkKind::nvlink}};
+  plan.sparse = tmpl.sparse;
+  return plan;
+}
+
+std::vector<int64_t> members_of(const OrderChoice& order, int64_t ring, int64_t w) {
+  const auto first = order.ring_order.begin() + static_cast<std::ptrdiff_t>(ring * w);
+  return {first, first + static_cast<std::ptrdiff_t>(w)};
+}
+
+}  // namespace
+
+struct StepLowerBound::DegreeTerms {
+  LayerShapes shapes;
+  SimNs qkv_f = 0, out_f = 0, mlp_f = 0, qkv_b = 0, out_b = 0, mlp_b = 0;
+  SimNs scores = 0;  // pattern estimation scores GEMM
+  SimNs lm_f = 0, lm_b = 0;
+  int64_t bcast_bytes = 0, stats_bytes = 0, mass_bytes = 0;
+};
+
+struct StepLowerBound::OrderTerms {
+  SimNs shuffle_in = 0, shuffle_out = 0;  // striped layouts only
+  SimNs reduce = 0;                       // estimation all-reduces
+  SimNs ulysses_in = 0, ulysses_out = 0;
+  SimNs gather = 0, scatter = 0;          // all-gather primitive
+  std::vector<std::vector<SimNs>> level_hop;     // [hierarchy][level]: fastest K/V hop of the level
+  std::vector<std::vector<SimNs>> position_hop;  // [hierarchy][p x levels + level]: fastest over the rings
+  std::vector<std::vector<SimNs>> position_dkv;  // [hierarchy][p x levels + level]: the same for dK/dV
+  std::vector<SimNs> flat_chain;                 // [hierarchy]: flat rings, all hops but the fastest
+  SimNs dkv_hop = 0;                      // fastest dK/dV hop over any fabric level
+};
+
+struct StepLowerBound::GeometryTerms {
+  SimNs index_build = 0;                  // building the sparse index, once per layer
+  int64_t groups = 1;
+  int64_t ranks = 1;
+  std::vector<SimNs> coarse_f, coarse_b;  // per layer, max over groups
+  int refined = 0;  // strength of the cell bound (0 = none)
+  std::vector<SimNs> max_f, max_b;        // per layer, max over groups and ranks of summed kernel time
+  std::vector<SimNs> sum_f, own_f, sum_b, own_b;  // [(layer x groups + group) x W + rank]
+};
+
+struct StepLowerBound::CellTimes {
+  std::vector<SimNs> forward;   // [((layer x groups + group) x W + rank) x W + src]
+  std::vector<SimNs> backward;
+};
+
+StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
+                               const PatternSet& patterns, const PlanTemplate& tmpl, const SimulationOptions& options)
+    : model_(model),
+      cluster_(cluster),
+      space_(space),
+      patterns_(patterns),
+      template_(tmpl),
+      options_(options),
+      network_(cluster),
+      gemm_(make_gemm_cost_model(cluster.gpu_config, options.roofline)) {
+  require(patterns.layers == model.layers && patterns.heads == model.q_heads && !patterns.dense,
+          "the patterns do not match model ", model.name);
+  const GpuConfig& gpu = cluster.gpu_config;
+  for (const Geometry& g : space.geometries) {
+    if (!cost_.count(g.block)) {
+      cost_.emplace(g.block, make_attention_cost_model(gpu, g.block, g.block, model.head_dim, options.roofline));
+    }
+  }
+
+  for (const ParallelDegrees& g : space.degrees) {
+    auto t = std::make_unique<DegreeTerms>();
+    const PlanConfig plan = shape_plan(space, g, tmpl);
+    t->shapes = layer_shapes(plan, model);
+    const LayerShapes& s = t->shapes;
+    t->qkv_f = gemm_time_ns(gemm_, s.qkv_flops);
+    t->out_f = gemm_time_ns(gemm_, s.out_proj_flops);
+    t->mlp_f = gemm_time_ns(gemm_, s.mlp_flops);
+    t->qkv_b = gemm_time_ns(gemm_, 2.0 * s.qkv_flops);
+    t->out_b = gemm_time_ns(gemm_, 2.0 * s.out_proj_flops);
+    t->mlp_b = gemm_time_ns(gemm_, 2.0 * s.mlp_flops);
+    t->scores = gemm_time_ns(gemm_, 2.0 * 2.0 * static_cast<double>(tmpl.sparse.last_q * s.attention_tokens *
+                                                                     s.q_heads_local * model.head_dim));
+    t->lm_f = gemm_time_ns(gemm_, s.lm_head_flops);
+    t->lm_b = gemm_time_ns(gemm_, 2.0 * s.lm_head_flops);
+    const int64_t b = tmpl.micro_batch_sequences;
+    t->bcast_bytes = tmpl.sparse.last_q * s.q_heads_local * model.head_dim * s.bytes_per_value * b;
+    t->stats_bytes = tmpl.sparse.last_q * s.q_heads_local * 2 * 4 * b;
+    t->mass_bytes = space.seq_len_tokens * s.q_heads_local * 4 * b;
+    degree_terms_.push_back(std::move(t));
+  }
+
+  for (const OrderChoice& order : space.orders) {
+    auto t = std::make_unique<OrderTerms>();
+    const ParallelDegrees& g = space.degrees[static_cast<size_t>(order.degrees)];
+    const LayerShapes& s = degree_terms_[static_cast<size_t>(order.degrees)]->shapes;
+    const int64_t w = g.context_parallel;
+    const int64_t rings = g.head_parallel * g.data_parallel;
+    t->shuffle_in = t->shuffle_out = t->reduce = t->gather = t->scatter = kNever;
+    for (int64_t r = 0; r < rings; ++r) {
+      const std::vector<int64_t> ring = members_of(order, r, w);
+      t->shuffle_in = std::min(t->shuffle_in, network_.all_to_all_ns(ring, s.qkv_local_bytes));
+      t->shuffle_out = std::min(t->shuffle_out, network_.all_to_all_ns(ring, s.out_local_bytes));
+      const DegreeTerms& dt = *degree_terms_[static_cast<size_t>(order.degrees)];
+      t->reduce = std::min(t->reduce, network_.all_reduce_ns(ring, dt.stats_bytes) + network_.all_reduce_ns(ring, dt.mass_bytes));
+      t->gather = std::min(t->gather, network_.all_gather_ns(ring, s.kv_chunk_bytes * w));
+      t->scatter = std::min(t->scatter, network_.all_gather_ns(ring, s.dkv_chunk_bytes * w));
+    }
+    if (g.head_parallel > 1) {
+      const int64_t bpv = s.bytes_per_value;
+      const int64_t qkv_bytes = s.dense_tokens * (model.q_heads + 2 * model.kv_heads) * model.head_dim * bpv;
+      const int64_t out_bytes = s.dense_tokens * model.q_heads * model.head_dim * bpv;
+      t->ulysses_in = t->ulysses_out = kNever;
+      std::vector<int64_t> group(static_cast<size_t>(g.head_parallel));
+      for (int64_t d = 0; d < g.data_parallel; ++d) {
+        for (int64_t p = 0; p < w; ++p) {
+          for (int64_t h = 0; h < g.head_parallel; ++h) {
+            group[static_cast<size_t>(h)] = order.ring_order[static_cast<size_t>((d * g.head_parallel + h) * w + p)];
+          }
+          t->ulysses_in = std::min(t->ulysses_in, network_.all_to_all_ns(group, qkv_bytes));
+          t->ulysses_out = std::min(t->ulysses_out, network_.all_to_all_ns(group, out_bytes));
+        }
+      }
+    }
+    for (const RingHierarchy& hierarchy : order.hierarchies) {
+      // Every hop at its link's bandwidth shared among the ring hops that leave (enter) its node
+      // over the same fabric at once, as the simulator shares NICs; the fastest over the rings.
+      const auto nl = static_cast<size_t>(hierarchy.levels.size());
+      std::vector<int64_t> strides(nl, 1);
+      for (size_t k = 1; k < nl; ++k) strides[k] = strides[k - 1] * hierarchy.levels[k - 1].size;
+      const auto next_of = [&](int64_t p, size_t k) {
+        const int64_t size = hierarchy.levels[k].size;
+        const int64_t digit = (p / strides[k]) % size;
+        return p + (((digit + 1) % size) - digit) * strides[k];
+      };
+      std::map<std::pair<int64_t, int32_t>, int64_t> leaving;  // (node, fabric level) -> flows
+      std::map<std::pair<int64_t, int32_t>, int64_t> entering;
+      for (int64_t r = 0; r < rings; ++r) {
+        for (size_t k = 0; k < nl; ++k) {
+          if (hierarchy.levels[k].size == 1) continue;
+          for (int64_t p = 0; p < w; ++p) {
+            const int64_t a = order.ring_order[static_cast<size_t>(r * w + p)];
+            const int64_t b = order.ring_order[static_cast<size_t>(r * w + next_of(p, k))];
+            const int32_t fabric = network_.link_level(a, b);
+            if (fabric == 0) continue;
+            ++leaving[{network_.node_of(a), fabric}];
+            ++entering[{network_.node_of(b), fabric}];
+          }
+        }
+      }
+      std::vector<SimNs> at(static_cast<size_t>(w) * nl, 0);
+      std::vector<SimNs> at_dkv(static_cast<size_t>(w) * nl, 0);
+      std::vector<SimNs> hops;
+      for (size_t k = 0; k < nl; ++k) {
+        const int64_t size = hierarchy.levels[k].size;
+        SimNs fastest = kNever;
+        for (int64_t p = 0; p < w && size > 1; ++p) {
+          SimNs hop = kNever;
+          SimNs dkv_hop = kNever;
+          for (int64_t r = 0; r < rings; ++r) {
+            const int64_t a = order.ring_order[static_cast<size_t>(r * w + p)];
+            const int64_t b = order.ring_order[static_cast<size_t>(r * w + next_of(p, k))];
+            const int32_t fabric = network_.link_level(a, b);
+            const LinkModel& link = network_.level_link(fabric);
+            double share = 1.0;
+            if (fabric > 0) {
+              share = std::min(nic_share(leaving[{network_.node_of(a), fabric}], link.nics_per_node),
+                               nic_share(entering[{network_.node_of(b), fabric}], link.nics_per_node));
+            }
+            hop = std::min(hop, transfer_time_ns(link, s.kv_chunk_bytes, share));
+            dkv_hop = std::min(dkv_hop, transfer_time_ns(link, s.dkv_chunk_bytes, share));
+          }
+          at[static_cast<size_t>(p) * nl + k] = hop;
+          at_dkv[static_cast<size_t>(p) * nl + k] = dkv_hop;
+          fastest = std::min(fastest, hop);
+        }
+        hops.push_back(size > 1 ? fastest : 0);
+      }
+      // A flat ring's last chunk of position p crossed every hop but p's own outgoing one.
+      SimNs chain = 0;
+      if (nl == 1 && w > 1) {
+        SimNs total = 0;
+        for (const SimNs hop : at) total += hop;
+        chain = total - *std::min_element(at.begin(), at.end());
+      }
+      t->level_hop.push_back(std::move(hops));
+      t->position_hop.push_back(std::move(at));
+      t->position_dkv.push_back(std::move(at_dkv));
+      t->flat_chain.push_back(chain);
+    }
+    t->dkv_hop = kNever;
+    for (int32_t level = 0; level < cluster.level_count(); ++level) {
+      t->dkv_hop = std::min(t->dkv_hop, transfer_time_ns(network_.level_link(level), s.dkv_chunk_bytes));
+    }
+    order_terms_.push_back(std::move(t));
+  }
+
+  // Coarse attention bounds: the total tile count of aligned layouts, spread over the ring.
+  std::map<int64_t, std::vector<int64_t>> total_tiles;  // block -> [layer x heads + head]
+  for (const Geometry& g : space.geometries) {
+    if (total_tiles.count(g.block)) continue;
+    std::vector<std::vector<int64_t>>& sets = diagonals_[g.block];
+    std::vector<int64_t> totals(patterns.patterns.size(), 0);
+    const int64_t blocks = (space.seq_len_tokens + g.block - 1) / g.block;
+    for (size_t k = 0; k < totals.size(); ++k) {
+      sets.push_back(touched_diagonals(patterns.patterns[k], g.block));
+      for (const int64_t d : sets.back()) totals[k] += std::max<int64_t>(0, blocks - d);
+    }
+    total_tiles.emplace(g.block, std::move(totals));
+  }
+  for (const Geometry& g : space.geometries) {
+    auto t = std::make_unique<GeometryTerms>();
+    const ParallelDegrees& deg = space.degrees[static_cast<size_t>(g.degrees)];
+    t->groups = deg.head_parallel;
+    t->ranks = deg.context_parallel;
+    t->index_build = index_build_time_ns(options.roofline,
+                                         degree_terms_[static_cast<size_t>(g.degrees)]->shapes.q_heads_local *
+                                             tmpl.micro_batch_sequences,
+                                         g.layout.local_len());
+    t->coarse_f.assign(static_cast<size_t>(model.layers), 0);
+    t->coarse_b.assign(static_cast<size_t>(model.layers), 0);
+    if (exact_tile_count(g.layout, g.block) && g.layout.seq_len_tokens % g.block == 0 &&
+        (g.layout.kind != LayoutKind::striped || g.layout.granularity_tokens % g.block == 0)) {
+      const AttentionCostModel& cost = cost_.at(g.block);
+      const std::vector<int64_t>& totals = total_tiles.at(g.block);
+      const int64_t per_group = model.q_heads / t->groups;
+      for (int64_t l = 0; l < model.layers; ++l) {
+        for (int64_t group = 0; group < t->groups; ++group) {
+          int64_t tiles = 0;
+          for (int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
+            tiles += totals[static_cast<size_t>(l * model.q_heads + h)];
+          }
+          const double per_rank = static_cast<double>(tiles * tmpl.micro_batch_sequences) / static_cast<double>(t->ranks);
+          // Each cell's kernel time rounds to the nearest ns: allow W ns of rounding per rank.
+          const auto bound = [&](double per_tile_us) {
+            return std::max<SimNs>(0, static_cast<SimNs>(per_tile_us * 1e3 * per_rank) - t->ranks - 1);
+          };
+          t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward.per_tile_us));
+          t->coarse_b[static_cast<size_t>(l)] = std::max(t->coarse_b[static_cast<size_t>(l)], bound(cost.backward.per_tile_us));
+        }
+      }
+    }
+    geometry_terms_.push_back(std::move(t));
+  }
+
+  // Gradient synchronisation and optimizer by ZeRO stage (the simulator's formulas).
+  std::vector<int64_t> world(static_cast<size_t>(cluster.world_size()));
+  for (size_t r = 0; r < world.size(); ++r) world[r] = static_cast<int64_t>(r);
+  const int64_t grad_bytes = model.parameter_count() * model.bytes_per_param;
+  const SimNs reduce = network_.all_reduce_ns(world, grad_bytes);
+  const SimNs gathers = world.size() > 1 ? 2 * network_.all_gather_ns(world, grad_bytes) : 0;
+  require(gpu.memory_bandwidth_gbytes_per_s > 0.0, "GPU '", gpu.name, "' has no memory_bandwidth_gbytes_per_s");
+  for (int32_t zero = 0; zero <= 3; ++zero) {
+    sync_.push_back(reduce + (zero >= 3 ? gathers : 0));
+    const double shard = zero >= 1 ? static_cast<double>(cluster.world_size()) : 1.0;
+    optimizer_.push_back(round_to_ns(36.0 * static_cast<double>(model.parameter_count()) / shard /
+                                     gpu.memory_bandwidth_gbytes_per_s));
+  }
+}
+
+StepLowerBound::~StepLowerBound() = default;
+
+const StepLowerBound::DegreeTerms& StepLowerBound::degree_terms(int32_t degrees) const {
+  return *degree_terms_[static_cast<size_t>(degrees)];
+}
+
+const StepLowerBound::OrderTerms& StepLowerBound::order_terms(int32_t order) const {
+  return *order_terms_[static_cast<size_t>(order)];
+}
+
+SimNs StepLowerBound::broadcast_ns(int32_t order, int32_t last_owner) const {
+  std::lock_guard<std::mutex> lock(broadcast_mutex_);
+  const auto key = std::make_tuple(order, last_owner);
+  const auto it = broadcast_.find(key);
+  if (it != broadcast_.end()) return it->second;
+  const OrderChoice& choice = space_.orders[static_cast<size_t>(order)];
+  const ParallelDegrees& g = space_.degrees[static_cast<size_t>(choice.degrees)];
+  const DegreeTerms& dt = degree_terms(choice.degrees);
+  SimNs best = kNever;
+  for (int64_t r = 0; r < g.head_parallel * g.data_parallel; ++r) {
+    std::vector<int64_t> ring = members_of(choice, r, g.context_parallel);
+    std::rotate(ring.begin(), ring.begin() + last_owner, ring.end());
+    best = std::min(best, network_.broadcast_ns(ring, dt.bcast_bytes));
+  }
+  broadcast_.emplace(key, best);
+  return best;
+}
+
+SimNs StepLowerBound::hop_chain_ns(const Candidate& c) const {
+  const OrderTerms& o = order_terms(c.order);
+  const std::vector<SimNs>& hops = o.level_hop[static_cast<size_t>(c.hierarchy)];
+  const RingHierarchy& hierarchy = space_.hierarchy_of(c);
+  SimNs chain = 0;
+  for (size_t l = 0; l < hops.size(); ++l) chain += (hierarchy.levels[l].size - 1) * hops[l];
+  return std::max(chain, o.flat_chain[static_cast<size_t>(c.hierarchy)]);
+}
+
+SimNs StepLowerBound::sync_ns(int32_t zero_stage) const { return sync_[static_cast<size_t>(zero_stage)]; }
+SimNs StepLowerBound::optimizer_ns(int32_t zero_stage) const { return optimizer_[static_cast<size_t>(zero_stage)]; }
+
+int64_t StepLowerBound::memory_bytes(const Candidate& c) const {
+  const ParallelDegrees& g = space_.degrees_of(c);
+  PlanConfig plan = shape_plan(space_, g, template_);
+  plan.ring_levels = space_.hierarchy_of(c).levels;
+  plan.comm = c.comm;
+  plan.recompute = c.recompute;
+  plan.zero_stage = c.zero_stage;
+  const MemoryReport report = estimate_memory(plan, model_, cluster_.gpu_config,
+                                              degree_terms(space_.order_of(c).degrees).shapes, 0);
+  return report.peak_bytes;
+}
+
+int StepLowerBound::refined(int32_t geometry) const { return geometry_terms_[static_cast<size_t>(geometry)]->refined; }
+
+void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
+  GeometryTerms& t = *geometry_terms_[static_cast<size_t>(geometry)];
+  if (t.refined >= strength) return;
+  const Geometry& g = space_.geometries[static_cast<size_t>(geometry)];
+  const AttentionCostModel& cost = cost_.at(g.block);
+  const int64_t layers = model_.layers;
+  const int64_t per_group = model_.q_heads / t.groups;
+  const int64_t batch = template_.micro_batch_sequences;
+  const int64_t heads_per_launch = per_group * batch;
+  const auto w = static_cast<size_t>(t.ranks);
+  const size_t cells = static_cast<size_t>(layers * t.groups) * w;
+  t.sum_f.assign(cells, 0);
+  t.own_f.assign(cells, 0);
+  t.sum_b.assign(cells, 0);
+  t.own_b.assign(cells, 0);
+  // Strong bounds of small rings keep every cell's kernel time for the ring bounds.
+  // Tiles only (chunks bounded by 0) for large rings, and at strength 1 for rings beyond
+  // kCheapColumnRanks; otherwise representative columns (strength 1) or all (strength 2).
+  const bool large = t.ranks > kMaxRingBoundRanks;
+  const bool tiles_only = large || (strength < 2 && t.ranks > kCheapColumnRanks);
+  const bool keep_cells = strength >= 2 && !large;
+  auto kept = std::make_shared<CellTimes>();
+  if (keep_cells) {
+    kept->forward.assign(cells * w, 0);
+    kept->backward.assign(cells * w, 0);
+  }
+  parallel_for(layers * t.groups, threads, [&](int64_t index) {
+    const int64_t l = index / t.groups;
+    const int64_t group = index % t.groups;
+    std::vector<const KeptPattern*> heads;
+    std::vector<const std::vector<int64_t>*> sets;
+    const std::vector<std::vector<int64_t>>& block_sets = diagonals_.at(g.block);
+    for (int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
+      heads.push_back(&patterns_.at(l, h));
+      sets.push_back(&block_sets[static_cast<size_t>(l * model_.q_heads + h)]);
+    }
+    if (tiles_only) {
+      // Tiles only: where they depend on p - src alone, per-rank sums come from prefix sums over
+      // the rank offsets instead of W^2 cells.
+      const std::vector<int64_t> offsets = tiles_by_rank_offset(heads, g.layout, g.block, sets);
+      if (!offsets.empty()) {
+        std::vector<SimNs> prefix_f(offsets.size() + 1, 0);
+        std::vector<SimNs> prefix_b(offsets.size() + 1, 0);
+        for (size_t r = 0; r < offsets.size(); ++r) {
+          WorkCounts cell;
+          cell.tiles = offsets[r] * batch;
+          prefix_f[r + 1] = prefix_f[r] + kernel_time_ns(cost.forward, cell, heads_per_launch);
+          prefix_b[r + 1] = prefix_b[r] + kernel_time_ns(cost.backward, cell, heads_per_launch);
+        }
+        for (size_t p = 0; p < w; ++p) {
+          // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
+          const size_t k = static_cast<size_t>(index) * w + p;
+          t.sum_f[k] = prefix_f[p + w] - prefix_f[p];
+          t.sum_b[k] = prefix_b[p + w] - prefix_b[p];
+          t.own_f[k] = prefix_f[w] - prefix_f[w - 1];
+          t.own_b[k] = prefix_b[w] - prefix_b[w - 1];
+        }
+        return;
+      }
+    }
+    const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets,
+                                              tiles_only     ? ColumnBound::none
+                                              : strength >= 2 ? ColumnBound::dense
+                                                              : ColumnBound::representative);
+    for (size_t p = 0; p < w; ++p) {
+      SimNs f = 0;
+      SimNs b = 0;
+      for (size_t src = 0; src < w; ++src) {
+        WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
+        cell.tiles *= batch;
+        cell.column_chunks *= batch;
+        const SimNs cf = kernel_time_ns(cost.forward, cell, heads_per_launch);
+        const SimNs cb = kernel_time_ns(cost.backward, cell, heads_per_launch);
+        f += cf;
+        b += cb;
+        if (keep_cells) {
+          kept->forward[(static_cast<size_t>(index) * w + p) * w + src] = cf;
+          kept->backward[(static_cast<size_t>(index) * w + p) * w + src] = cb;
+        }
+        if (src == p) {
+          t.own_f[static_cast<size_t>(index) * w + p] = cf;
+          t.own_b[static_cast<size_t>(index) * w + p] = cb;
+        }
+      }
+      t.sum_f[static_cast<size_t>(index) * w + p] = f;
+      t.sum_b[static_cast<size_t>(index) * w + p] = b;
+    }
+  });
+  t.max_f.assign(static_cast<size_t>(layers), 0);
+  t.max_b.assign(static_cast<size_t>(layers), 0);
+  for (int64_t l = 0; l < layers; ++l) {
+    for (size_t k = static_cast<size_t>(l * t.groups) * w; k < static_cast<size_t>((l + 1) * t.groups) * w; ++k) {
+      t.max_f[static_cast<size_t>(l)] = std::max(t.max_f[static_cast<size_t>(l)], t.sum_f[k]);
+      t.max_b[static_cast<size_t>(l)] = std::max(t.max_b[static_cast<size_t>(l)], t.sum_b[k]);
+    }
+  }
+  t.refined = strength;
+  if (keep_cells) remember_cells(geometry, std::move(kept));
+}
+
+void StepLowerBound::remember_cells(int32_t geometry, std::shared_ptr<const CellTimes> cells) {
+  const size_t bytes = (cells->forward.size() + cells->backward.size()) * sizeof(SimNs);
+  cell_cache_.emplace_front(geometry, std::move(cells));
+  cell_cache_bytes_ += bytes;
+  while (cell_cache_.size() > 1 && cell_cache_bytes_ > kCellCacheBytes) {
+    const auto& last = cell_cache_.back().second;
+    cell_cache_bytes_ -= (last->forward.size() + last->backward.size()) * sizeof(SimNs);
+    cell_cache_.pop_back();
+  }
+}
+
+std::shared_ptr<const StepLowerBound::CellTimes> StepLowerBound::cell_times(int32_t geometry, int threads) {
+  for (auto it = cell_cache_.begin(); it != cell_cache_.end(); ++it) {
+    if (it->first == geometry) {
+      cell_cache_.splice(cell_cache_.begin(), cell_cache_, it);  // most recently used first
+      return cell_cache_.front().second;
+    }
+  }
+  // Evicted (or never strong): recompute the strong bound, which stores the cells again.
+  geometry_terms_[static_cast<size_t>(geometry)]->refined = std::min(refined(geometry), 1);
+  refine(geometry, threads, 2);
+  return cell_cache_.front().second;
+}
+
+bool StepLowerBound::ring_bound_applies(const Candidate& c) const {
+  const int64_t w = space_.degrees_of(c).context_parallel;
+  return c.comm == CommPrimitive::p2p && w > 1 && w <= kMaxRingBoundRanks;
+}
+
+bool StepLowerBound::ring_refined(const Candidate& c) const {
+  return ring_terms_.count({c.geometry, c.order, c.hierarchy}) > 0;
+}
+
+void StepLowerBound::refine_ring(const Candidate& c, int threads) {
+  require(ring_bound_applies(c), "the ring bound needs a p2p ring of 2 to ", kMaxRingBoundRanks, " positions");
+  if (ring_refined(c)) return;
+  refine(c.geometry, threads, 2);
+  const std::shared_ptr<const CellTimes> cell = cell_times(c.geometry, threads);
+  const GeometryTerms& gt = *geometry_terms_[static_cast<size_t>(c.geometry)];
+  const RingHierarchy& hierarchy = space_.hierarchy_of(c);
+  const std::vector<SimNs>& hops = order_terms(c.order).position_hop[static_cast<size_t>(c.hierarchy)];
+  std::vector<int64_t> sizes;
+  for (const RingLevel& level : hierarchy.levels) sizes.push_back(level.size);
+  const RingSchedule schedule(sizes);
+  const int32_t w = schedule.ranks();
+  const int32_t levels = schedule.levels();
+  const auto ww = static_cast<size_t>(w);
+  const auto nl = static_cast<size_t>(levels);
+  // Forward hops at the fastest link of their level, posted where the simulator posts them.
+  std::vector<SimNs> kv_send(ww * ww * nl, 0);
+  for (int32_t t = 0; t < w; ++t) {
+    for (int32_t k = 0; k < levels; ++k) {
+      if (schedule.level_size(k) == 1 || !schedule.sends_at(t, k)) continue;
+      for (size_t p = 0; p < ww; ++p) {
+        kv_send[(p * ww + static_cast<size_t>(t)) * nl + static_cast<size_t>(k)] = hops[p * nl + static_cast<size_t>(k)];
+      }
+    }
+  }
+  const SimNs dkv = order_terms(c.order).dkv_hop;
+  // Mirror route: the accumulators' hops as the simulator posts them, each at its bounded time.
+  const bool mirror = options_.accumulator_route == AccumulatorRoute::mirror;
+  std::vector<SimNs> dkv_hops;
+  if (mirror) {
+    const std::vector<SimNs>& per = order_terms(c.order).position_dkv[static_cast<size_t>(c.hierarchy)];
+    dkv_hops.assign(ww * ww * nl, 0);
+    for (size_t p = 0; p < ww; ++p) {
+      for (size_t t = 0; t < ww; ++t) {
+        for (size_t k = 0; k < nl; ++k) dkv_hops[(p * ww + t) * nl + k] = per[p * nl + k];
+      }
+    }
+  }
+  RingTerms terms;
+  terms.attention_fwd.assign(static_cast<size_t>(model_.layers), 0);
+  terms.attention_bwd.assign(static_cast<size_t>(model_.layers), 0);
+  // One ring per layer and direction: the head group with the busiest rank (any group's pass
+  // bounds the layer, which waits for every group).
+  const auto busiest_group = [&](int64_t l, const std::vector<SimNs>& sums) {
+    int64_t best = 0;
+    SimNs most = -1;
+    for (int64_t g = 0; g < gt.groups; ++g) {
+      for (size_t p = 0; p < ww; ++p) {
+        const SimNs v = sums[static_cast<size_t>(l * gt.groups + g) * ww + p];
+        if (v > most) {
+          most = v;
+          best = g;
+        }
+      }
+    }
+    return best;
+  };
+  // Within an event budget: the layers with the busiest ranks first; the others keep their cell
+  // bound (terms stay 0 there, and step_ns takes the larger of the two).
+  std::vector<int64_t> layers(static_cast<size_t>(model_.layers));
+  for (int64_t l = 0; l < model_.layers; ++l) layers[static_cast<size_t>(l)] = l;
+  std::stable_sort(layers.begin(), layers.end(), [&](int64_t a, int64_t b) {
+    return gt.max_f[static_cast<size_t>(a)] + gt.max_b[static_cast<size_t>(a)] >
+           gt.max_f[static_cast<size_t>(b)] + gt.max_b[static_cast<size_t>(b)];
+  });
+  const int64_t per_layer = 2 * static_cast<int64_t>(ww * ww);
+  layers.resize(static_cast<size_t>(std::clamp<int64_t>(kRingBoundSteps / per_layer, 1, model_.layers)));
+  parallel_for(static_cast<int64_t>(layers.size()) * 2, threads, [&](int64_t index) {
+    const int64_t l = layers[static_cast<size_t>(index / 2)];
+    const bool backward = index % 2 == 1;
+    const int64_t group = busiest_group(l, backward ? gt.sum_b : gt.sum_f);
+    RingInput input;
+    input.kv_send_ns = kv_send;
+    input.compute_ns.resize(ww * ww);
+    if (backward && mirror) {
+      input.route = AccumulatorRoute::mirror;
+      input.dkv_hop_ns = dkv_hops;
+    }
+    const size_t base = static_cast<size_t>(l * gt.groups + group) * ww * ww;
+    const std::vector<SimNs>& cells = backward ? cell->backward : cell->forward;
+    for (int32_t p = 0; p < w; ++p) {
+      for (int32_t t = 0; t < w; ++t) {
+        input.compute_ns[static_cast<size_t>(p) * ww + static_cast<size_t>(t)] =
+            cells[base + static_cast<size_t>(p) * ww + static_cast<size_t>(schedule.source(p, t))];
+      }
+    }
+    // Direct-return accumulators wait in queues chosen by fabric: leave them out (they only delay
+    // the K/V hops) and add the fastest hop that must follow the last kernel.
+    const RingRun run = simulate_ring(schedule, input, backward && mirror);
+    (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
+        backward && !mirror ? run.end_ns + dkv : run.end_ns;
+  });
+  ring_terms_.emplace(std::make_tuple(c.geometry, c.order, c.hierarchy), std::move(terms));
+}
+
+SimNs StepLowerBound::step_ns(const Candidate& c) const {
+  const OrderChoice& order = space_.order_of(c);
+  const ParallelDegrees& deg = space_.degrees_of(c);
+  const Geometry& geometry = space_.geometry_of(c);
+  const DegreeTerms& d = degree_terms(order.degrees);
+  const OrderTerms& o = order_terms(c.order);
+  const GeometryTerms& gt = *geometry_terms_[static_cast<size_t>(c.geometry)];
+  const bool striped = geometry.layout.kind == LayoutKind::striped;
+  const bool all_gather = c.comm == CommPrimitive::all_gather;
+  const int64_t w = deg.context_parallel;
+
+  const SimNs shuffle_in = striped ? o.shuffle_in : 0;
+  const SimNs shuffle_out = striped ? o.shuffle_out : 0;
+  const SimNs bcast = broadcast_ns(c.order, geometry.layout.owner(space_.seq_len_tokens - 1).ring_rank);
+  const SimNs forward_rest = d.qkv_f + o.ulysses_in + shuffle_in + bcast + d.scores + o.reduce + gt.index_build +
+                             shuffle_out + o.ulysses_out + d.out_f + d.mlp_f;
+  const SimNs backward_rest = d.mlp_b + d.out_b + o.ulysses_out + shuffle_out + shuffle_in + o.ulysses_in + d.qkv_b;
+  const SimNs chain = all_gather ? 0 : hop_chain_ns(c);
+  const SimNs dkv = (!all_gather && w > 1) ? o.dkv_hop : 0;
+
+  const auto ring_it = all_gather ? ring_terms_.end() : ring_terms_.find({c.geometry, c.order, c.hierarchy});
+  const RingTerms* ring = ring_it == ring_terms_.end() ? nullptr : &ring_it->second;
+
+  SimNs forward = 0;
+  SimNs backward = 0;
+  SimNs first_backward = 0;
+  for (int64_t l = 0; l < model_.layers; ++l) {
+    SimNs attn_f = 0;
+    SimNs attn_b = 0;
+    if (ring != nullptr) {
+      attn_f = std::max({ring->attention_fwd[static_cast<size_t>(l)], gt.max_f[static_cast<size_t>(l)], chain});
+      attn_b = std::max({ring->attention_bwd[static_cast<size_t>(l)], std::max(gt.max_b[static_cast<size_t>(l)], chain) + dkv});
+    } else if (gt.refined == 0) {
+      // All-gather: compute past the own chunk waits for the gather; the scatter follows it all.
+      const SimNs wait = all_gather ? o.gather : chain;
+      attn_f = std::max(gt.coarse_f[static_cast<size_t>(l)], wait);
+      attn_b = std::max(gt.coarse_b[static_cast<size_t>(l)], wait) + (all_gather ? o.scatter : dkv);
+    } else if (!all_gather) {
+      attn_f = std::max(gt.max_f[static_cast<size_t>(l)], chain);
+      attn_b = std::max(gt.max_b[static_cast<size_t>(l)], chain) + dkv;
+    } else {
+      const auto ww = static_cast<size_t>(w);
+      for (int64_t group = 0; group < gt.groups; ++group) {
+        const size_t base = static_cast<size_t>(l * gt.groups + group) * ww;
+        SimNs end_f = 0;
+        SimNs end_b = 0;
+        for (size_t p = 0; p < ww; ++p) {
+          end_f = std::max(end_f, std::max(gt.own_f[base + p], o.gather) + gt.sum_f[base + p] - gt.own_f[base + p]);
+          end_b = std::max(end_b, std::max(gt.own_b[base + p], o.gather) + gt.sum_b[base + p] - gt.own_b[base + p]);
+        }
+        attn_f = std::max(attn_f, end_f);
+        attn_b = std::max(attn_b, end_b + o.scatter);
+      }
+    }
+    const SimNs layer_forward = forward_rest + attn_f;
+    SimNs layer_backward = backward_rest + attn_b;
+    if (c.recompute == RecomputeMode::full) layer_backward += layer_forward;
+    if (c.recompute == RecomputeMode::selective) layer_backward += attn_f;
+    forward += layer_forward;
+    backward += layer_backward;
+    if (l == 0) first_backward = layer_backward;
+  }
+  const SimNs sync = sync_ns(c.zero_stage);
+  SimNs exposed = sync;
+  if (options_.overlap_grad_sync && model_.layers > 0) {
+    exposed = std::max<SimNs>(0, std::max(sync - (backward - first_backward), sync / model_.layers));
+  }
+  return forward + d.lm_f + backward + d.lm_b + exposed + optimizer_ns(c.zero_stage);
+}
+
+}  // namespace sparsering

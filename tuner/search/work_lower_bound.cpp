@@ -1,0 +1,421 @@
+#include "tuner/search/work_lower_bound.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+
+namespace sparsering {
+
+namespace {
+
+int64_t clamp_to(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
+
+/// Aligned layouts as ranks owning stripes of g blocks (file comment): periodic (contiguous,
+/// striped) or zigzag (two half-chunk units per rank).
+struct AlignedModel {
+  bool zigzag = false;
+  int64_t ranks = 1;    // W
+  int64_t g = 1;        // blocks per stripe or unit
+  int64_t stripes = 1;  // periodic: stripes per rank
+  int64_t blocks = 0;   // N / b
+
+  /// Rank owning global block `block`.
+  int64_t owner(int64_t block) const {
+    const int64_t unit = block / g;
+    if (zigzag) return unit < ranks ? unit : 2 * ranks - 1 - unit;
+    return unit % ranks;
+  }
+  /// Number of stripe (or unit) diagonals F is defined on.
+  int64_t diagonals() const { return zigzag ? 2 * ranks : stripes * ranks; }
+};
+
+bool aligned_model(const TokenLayout& layout, int64_t block, AlignedModel& m) {
+  const int64_t n = layout.seq_len_tokens;
+  const int64_t w = layout.ranks;
+  m.ranks = w;
+  if (n % block != 0) return false;
+  m.blocks = n / block;
+  switch (layout.kind) {
+    case LayoutKind::contiguous:
+      if ((n / w) % block != 0) return false;
+      m.g = n / w / block;
+      m.stripes = 1;
+      return true;
+    case LayoutKind::zigzag:
+      if (n % (2 * w) != 0 || (n / (2 * w)) % block != 0) return false;
+      m.zigzag = true;
+      m.g = n / (2 * w) / block;
+      return true;
+    case LayoutKind::striped:
+      if (layout.granularity_tokens % block != 0) return false;
+      m.g = layout.granularity_tokens / block;
+      m.stripes = n / (layout.granularity_tokens * w);
+      return true;
+  }
+  return false;
+}
+
+/// Striped with stripes finer than the block: G | b and whole local blocks.
+bool fine_striped(const TokenLayout& layout, int64_t block) {
+  return layout.kind == LayoutKind::striped && layout.granularity_tokens < block &&
+         block % layout.granularity_tokens == 0 && layout.local_len() % block == 0;
+}
+
+/// Adds, for every rank p, the count of blocks below `x` that p owns, into a difference array
+/// over p (size W + 1), `sign` times.
+void add_count_below(const AlignedModel& m, int64_t x, int64_t sign, std::vector<int64_t>& diff) {
+  const auto add_range = [&](int64_t from, int64_t to, int64_t value) {  // ranks [from, to)
+    from = clamp_to(from, 0, m.ranks);
+    to = clamp_to(to, 0, m.ranks);
+    if (from >= to || value == 0) return;
+    diff[static_cast<size_t>(from)] += sign * value;
+    diff[static_cast<size_t>(to)] -= sign * value;
+  };
+  if (m.zigzag) {
+    // First unit of p covers blocks [p g, (p+1) g): full for p < x / g, partial for p = x / g.
+    const int64_t u = x / m.g;
+    add_range(0, u, m.g);
+    add_range(u, u + 1, x % m.g);
+    // Second unit 2W-1-p: full when 2W-1-p < u, i.e. p > 2W-1-u.
+    add_range(2 * m.ranks - u, m.ranks, m.g);
+    add_range(2 * m.ranks - 1 - u, 2 * m.ranks - u, x % m.g);
+    return;
+  }
+  const int64_t period = m.g * m.ranks;
+  add_range(0, m.ranks, (x / period) * m.g);
+  const int64_t rest = x % period;
+  add_range(0, rest / m.g, m.g);
+  add_range(rest / m.g, rest / m.g + 1, rest % m.g);
+}
+
+/// F over stripe (or unit) diagonals, summed over the heads (file comment).
+std::vector<int64_t> stripe_weights(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m) {
+  std::vector<int64_t> f(static_cast<size_t>(m.diagonals()), 0);
+  for (const std::vector<int64_t>* set : diagonals) {
+    for (const int64_t d : *set) {
+      const int64_t e = d / m.g;
+      const int64_t rem = d - e * m.g;
+      if (e < m.diagonals()) f[static_cast<size_t>(e)] += m.g - rem;
+      if (rem > 0 && e + 1 < m.diagonals()) f[static_cast<size_t>(e + 1)] += rem;
+    }
+  }
+  return f;
+}
+
+/// Periodic layouts: tiles of (p, src) as a function of r = p - src, at [r + W - 1].
+std::vector<int64_t> periodic_offsets(const std::vector<int64_t>& f, const AlignedModel& m) {
+  const int64_t w = m.ranks;
+  const auto f_at = [&](int64_t e) { return e >= 0 && e < m.diagonals() ? f[static_cast<size_t>(e)] : int64_t{0}; };
+  std::vector<int64_t> by_offset(static_cast<size_t>(2 * w - 1), 0);
+  for (int64_t r = -(w - 1); r < w; ++r) {
+    int64_t sum = 0;
+    for (int64_t s = 0; s < m.stripes; ++s) sum += (m.stripes - s) * f_at(s * w + r);
+    by_offset[static_cast<size_t>(r + w - 1)] = sum;
+  }
+  return by_offset;
+}
+
+/// The given diagonal sets, or computed ones kept in `storage`.
+std::vector<const std::vector<int64_t>*> diagonal_sets(const std::vector<const KeptPattern*>& heads,
+                                                       const std::vector<const std::vector<int64_t>*>& given,
+                                                       int64_t block, std::vector<std::vector<int64_t>>& storage) {
+  if (!given.empty()) return given;
+  std::vector<const std::vector<int64_t>*> out;
+  storage.reserve(heads.size());
+  for (const KeptPattern* head : heads) {
+    storage.push_back(touched_diagonals(*head, block));
+    out.push_back(&storage.back());
+  }
+  return out;
+}
+
+void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vector<const std::vector<int64_t>*>& given,
+                   const AlignedModel& m, int64_t block, ColumnBound columns, WorkMatrix& out) {
+  const int64_t w = m.ranks;
+  const auto ww = static_cast<size_t>(w);
+  std::vector<std::vector<int64_t>> computed;
+  const std::vector<const std::vector<int64_t>*> diagonals = diagonal_sets(heads, given, block, computed);
+  const std::vector<int64_t> f = stripe_weights(diagonals, m);
+  const auto f_at = [&](int64_t e) { return e >= 0 && e < m.diagonals() ? f[static_cast<size_t>(e)] : int64_t{0}; };
+  if (m.zigzag) {
+    for (int64_t p = 0; p < w; ++p) {
+      for (int64_t src = 0; src < w; ++src) {
+        const int64_t a[2] = {p, 2 * w - 1 - p};
+        const int64_t b[2] = {src, 2 * w - 1 - src};
+        int64_t tiles = 0;
+        for (const int64_t x : a) {
+          for (const int64_t y : b) tiles += f_at(x - y);
+        }
+        out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).tiles = tiles;
+      }
+    }
+  } else {
+    const std::vector<int64_t> by_offset = periodic_offsets(f, m);
+    for (int64_t p = 0; p < w; ++p) {
+      for (int64_t src = 0; src < w; ++src) {
+        out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).tiles = by_offset[static_cast<size_t>(p - src + w - 1)];
+      }
+    }
+  }
+
+  if (columns == ColumnBound::none) return;
+  const bool dense_columns = columns == ColumnBound::dense;
+  // Chunks, per (head, K/V rank src) with kept columns, K = key block of src's earliest column:
+  //  - query blocks q in [K, Q) see fewer than block + 1 of src's columns (Q = the key block of
+  //    src's (block + 1)-th column, or the end): one chunk where K's block is not covered, counted
+  //    in aggregate (owned query blocks in [K, Q) minus touched diagonals d with K + d < Q);
+  //  - query blocks q >= Q: the larger of that chunk and ceil((visible columns - covered-block
+  //    bound x most columns per key block) / block).
+  std::vector<int64_t> covered(ww * ww, 0);   // [src x W + p]
+  std::vector<std::vector<int64_t>> below(ww, std::vector<int64_t>(ww + 1, 0));  // [src] diff over p
+  std::vector<int64_t> heavy_chunks(ww * ww, 0);  // [p x W + src]
+  std::vector<std::vector<int64_t>> column_blocks(ww);  // per src: key blocks of its columns, ascending
+  std::vector<int64_t> per_block(ww);                    // per src: most columns in one key block
+  std::vector<uint64_t> d_bits;
+  std::vector<int64_t> d_prefix;   // contiguous, zigzag: #D below x
+  std::vector<int64_t> d_cyclic;   // striped: prefix over residues of D mod (g W), twice around
+  const int64_t period = m.g * w;
+  int block_shift = 0;  // block is a power of two in the search; otherwise round up by division
+  while ((int64_t{1} << block_shift) < block) ++block_shift;
+  const bool power_of_two = (int64_t{1} << block_shift) == block;
+  for (size_t hi = 0; hi < heads.size(); ++hi) {
+    for (auto& list : column_blocks) list.clear();
+    std::fill(per_block.begin(), per_block.end(), 0);
+    int64_t run_block = -1;
+    int64_t run_count = 0;
+    for (const int64_t v : heads[hi]->vertical_positions) {
+      const int64_t key_block = v / block;
+      const auto owner = static_cast<size_t>(m.owner(key_block));
+      column_blocks[owner].push_back(key_block);
+      run_count = key_block == run_block ? run_count + 1 : 1;
+      run_block = key_block;
+      per_block[owner] = std::max(per_block[owner], run_count);
+    }
+    const std::vector<int64_t>& d_set = *diagonals[hi];
+    bool prepared = false;
+    for (size_t src = 0; src < ww; ++src) {
+      const std::vector<int64_t>& cols = column_blocks[src];
+      if (cols.empty()) continue;
+      const int64_t k = cols.front();
+      const int64_t dense_from =
+          dense_columns && static_cast<int64_t>(cols.size()) > block ? cols[static_cast<size_t>(block)] : m.blocks;
+      add_count_below(m, dense_from, 1, below[src]);
+      add_count_below(m, k, -1, below[src]);
+      int64_t* cov = covered.data() + src * ww;
+      for (const int64_t d : d_set) {
+        if (k + d >= dense_from) break;
+        ++cov[m.owner(k + d)];
+      }
+      if (dense_from >= m.blocks) continue;
+      if (!prepared) {  // diagonal lookups of this head, built once
+        prepared = true;
+        d_bits.assign(static_cast<size_t>((m.blocks + 63) / 64), 0);
+        for (const int64_t d : d_set) {
+          if (d < m.blocks) d_bits[static_cast<size_t>(d >> 6)] |= uint64_t{1} << (d & 63);
+        }
+        if (m.zigzag || m.stripes == 1) {
+          d_prefix.assign(static_cast<size_t>(m.blocks + 1), 0);
+          for (const int64_t d : d_set) {
+            if (d < m.blocks) ++d_prefix[static_cast<size_t>(d + 1)];
+          }
+          for (size_t x = 1; x < d_prefix.size(); ++x) d_prefix[x] += d_prefix[x - 1];
+        } else {
+          d_cyclic.assign(static_cast<size_t>(2 * period + 1), 0);
+          for (const int64_t d : d_set) {
+            const int64_t r = d % period;
+            ++d_cyclic[static_cast<size_t>(r + 1)];
+            ++d_cyclic[static_cast<size_t>(r + period + 1)];
+          }
+          for (size_t x = 1; x < d_cyclic.size(); ++x) d_cyclic[x] += d_cyclic[x - 1];
+        }
+      }
+      // Touched diagonals d with q - d in a key block of src (for striped: modulo the stripe
+      // period, any d): at least the covered key blocks of src in query block q.
+      const auto prefix_count = [&](int64_t lo, int64_t hi_excl) {  // #D in [lo, hi_excl)
+        lo = clamp_to(lo, 0, m.blocks);
+        hi_excl = clamp_to(hi_excl, 0, m.blocks);
+        return hi_excl > lo ? d_prefix[static_cast<size_t>(hi_excl)] - d_prefix[static_cast<size_t>(lo)] : int64_t{0};
+      };
+      const auto key = static_cast<int64_t>(src);
+      const auto covered_blocks = [&](int64_t q) {
+        if (m.zigzag) {
+          const int64_t a = key * m.g;
+          const int64_t b2 = (2 * w - 1 - key) * m.g;
+          return prefix_count(q - a - m.g + 1, q - a + 1) + prefix_count(q - b2 - m.g + 1, q - b2 + 1);
+        }
+        if (m.stripes == 1) return prefix_count(q - key * m.g - m.g + 1, q - key * m.g + 1);
+        // Residues r = d mod (g W) with (q - r) mod (g W) in [src g, src g + g): g of them.
+        const int64_t hi_r = ((q - key * m.g) % period + period) % period;
+        const int64_t from = hi_r - (m.g - 1) + period;  // shifted into [0, 2 period)
+        return d_cyclic[static_cast<size_t>(from + m.g)] - d_cyclic[static_cast<size_t>(from)];
+      };
+      size_t next = static_cast<size_t>(block);
+      const auto chunks_at = [&](int64_t q, int64_t covered_key_blocks) {
+        while (next < cols.size() && cols[next] <= q) ++next;
+        const int64_t d = q - k;
+        const bool rep_uncovered = ((d_bits[static_cast<size_t>(d >> 6)] >> (d & 63)) & 1U) == 0;
+        const int64_t rest = static_cast<int64_t>(next) - covered_key_blocks * per_block[src];
+        const int64_t by_count = rest <= 0 ? 0 : power_of_two ? ((rest + block - 1) >> block_shift) : (rest + block - 1) / block;
+        return std::max<int64_t>(rep_uncovered ? 1 : 0, by_count);
+      };
+      // Owner of q advances one block at a time, without divisions.
+      int64_t within = dense_from % m.g;
+      int64_t unit = dense_from / m.g;
+      int64_t owner = m.owner(dense_from);
+      const auto advance = [&] {
+        if (++within < m.g) return;
+        within = 0;
+        ++unit;
+        if (m.zigzag) {
+          owner = unit < w ? unit : 2 * w - 1 - unit;
+        } else if (++owner == w) {
+          owner = 0;
+        }
+      };
+      if (m.zigzag || m.stripes == 1) {
+        for (int64_t q = dense_from; q < m.blocks; ++q) {
+          heavy_chunks[static_cast<size_t>(owner) * ww + src] += chunks_at(q, covered_blocks(q));
+          advance();
+        }
+        continue;
+      }
+      int64_t hi_r = ((dense_from - key * m.g) % period + period) % period;
+      for (int64_t q = dense_from; q < m.blocks; ++q) {
+        const int64_t from = hi_r - (m.g - 1) + period;
+        const int64_t cover = d_cyclic[static_cast<size_t>(from + m.g)] - d_cyclic[static_cast<size_t>(from)];
+        heavy_chunks[static_cast<size_t>(owner) * ww + src] += chunks_at(q, cover);
+        advance();
+        if (++hi_r == period) hi_r = 0;
+      }
+    }
+  }
+  for (size_t src = 0; src < ww; ++src) {
+    int64_t visible = 0;
+    for (size_t p = 0; p < ww; ++p) {
+      visible += below[src][p];
+      out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).column_chunks =
+          visible - covered[src * ww + p] + heavy_chunks[p * ww + src];
+    }
+  }
+}
+
+/// Fine stripes: fills `out` (tiles and, with `with_chunks`, the representative chunks) and
+/// returns the tiles by rank offset r = p - src at [r + W - 1]. `out` may be null.
+std::vector<int64_t> fine_striped_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
+                                        int64_t block, WorkMatrix* out, bool with_chunks) {
+  const int64_t w = layout.ranks;
+  const auto ww = static_cast<size_t>(w);
+  const int64_t grain = layout.granularity_tokens;
+  const int64_t m = block / grain;
+  const int64_t local_blocks = layout.local_len() / block;
+  const bool chunks = with_chunks && out != nullptr && w <= 128;  // costs W^2 log per head
+  std::vector<int64_t> by_offset(2 * ww, 0);
+  std::vector<std::pair<int64_t, int64_t>> pairs;  // (r + W - 1, block diagonal)
+  std::vector<std::vector<int64_t>> d_r(2 * ww);
+  for (const KeptPattern* head : heads) {
+    pairs.clear();
+    for (const int64_t e : touched_diagonals(*head, grain)) {
+      const int64_t options[2][2] = {{e / w, e % w}, {e / w + 1, e % w - w}};
+      for (int k = 0; k < 2; ++k) {
+        const int64_t u = options[k][0];
+        const int64_t r = options[k][1];
+        if (r <= -w) continue;
+        const int64_t lo = u / m;
+        const int64_t hi = (u + m - 1) / m;
+        pairs.emplace_back(r + w - 1, lo);
+        if (hi != lo) pairs.emplace_back(r + w - 1, hi);
+      }
+    }
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    for (auto& list : d_r) list.clear();
+    for (const auto& [r, delta] : pairs) {
+      if (delta >= local_blocks) continue;
+      by_offset[static_cast<size_t>(r)] += local_blocks - delta;
+      d_r[static_cast<size_t>(r)].push_back(delta);
+    }
+    if (!chunks) continue;
+    // Earliest kept column of each K/V rank.
+    std::vector<int64_t> rep(ww, -1);
+    for (const int64_t v : head->vertical_positions) {
+      const TokenOwner o = layout.owner(v);
+      if (rep[static_cast<size_t>(o.ring_rank)] < 0) rep[static_cast<size_t>(o.ring_rank)] = v;
+    }
+    for (int64_t src = 0; src < w; ++src) {
+      const int64_t v = rep[static_cast<size_t>(src)];
+      if (v < 0) continue;
+      const int64_t j = layout.owner(v).local_index / block;
+      const int64_t stripe = v / grain;
+      for (int64_t p = 0; p < w; ++p) {
+        // First local q block of p whose last stripe reaches the column's stripe.
+        const int64_t t = stripe - p - (m - 1) * w;
+        const int64_t i0 = t <= 0 ? 0 : (t + m * w - 1) / (m * w);
+        if (i0 >= local_blocks) continue;
+        const std::vector<int64_t>& list = d_r[static_cast<size_t>(p - src + w - 1)];
+        const auto first = std::lower_bound(list.begin(), list.end(), i0 - j);
+        const auto last = std::lower_bound(list.begin(), list.end(), local_blocks - j);
+        const int64_t covered = last > first ? static_cast<int64_t>(last - first) : 0;
+        out->at(static_cast<int32_t>(p), static_cast<int32_t>(src)).column_chunks += (local_blocks - i0) - covered;
+      }
+    }
+  }
+  for (int64_t p = 0; p < w && out != nullptr; ++p) {
+    for (int64_t src = 0; src < w; ++src) {
+      out->at(static_cast<int32_t>(p), static_cast<int32_t>(src)).tiles = by_offset[static_cast<size_t>(p - src + w - 1)];
+    }
+  }
+  by_offset.pop_back();  // the table has one spare slot: offsets run from -(W-1) to W-1
+  return by_offset;
+}
+
+}  // namespace
+
+std::vector<int64_t> touched_diagonals(const KeptPattern& pattern, int64_t unit) {
+  require(unit >= 1, "diagonal unit must be >= 1 token, got ", unit);
+  std::vector<int64_t> out;
+  out.reserve(2 * pattern.slash_offsets.size() + 1);
+  out.push_back(0);
+  // Offsets ascend, so floor(d/unit) and ceil(d/unit) never fall below the last one written.
+  for (const int64_t d : pattern.slash_offsets) {
+    const int64_t lo = d / unit;
+    const int64_t hi = lo + (d % unit != 0 ? 1 : 0);
+    if (lo > out.back()) out.push_back(lo);
+    if (hi > out.back()) out.push_back(hi);
+  }
+  return out;
+}
+
+bool exact_tile_count(const TokenLayout& layout, int64_t block) {
+  AlignedModel m;
+  return aligned_model(layout, block, m) || fine_striped(layout, block);
+}
+
+WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
+                            const std::vector<const std::vector<int64_t>*>& diagonals, ColumnBound columns) {
+  require(block >= 1, "block size must be >= 1 token, got ", block);
+  require(diagonals.empty() || diagonals.size() == heads.size(), "work bound: ", diagonals.size(),
+          " diagonal sets for ", heads.size(), " heads");
+  WorkMatrix out(layout.ranks);
+  AlignedModel m;
+  if (aligned_model(layout, block, m)) {
+    aligned_bound(heads, diagonals, m, block, columns, out);
+  } else if (fine_striped(layout, block)) {
+    fine_striped_bound(heads, layout, block, &out, columns != ColumnBound::none);
+  }
+  return out;
+}
+
+std::vector<int64_t> tiles_by_rank_offset(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
+                                          int64_t block, const std::vector<const std::vector<int64_t>*>& diagonals) {
+  require(block >= 1, "block size must be >= 1 token, got ", block);
+  AlignedModel m;
+  if (aligned_model(layout, block, m)) {
+    if (m.zigzag) return {};
+    std::vector<std::vector<int64_t>> computed;
+    return periodic_offsets(stripe_weights(diagonal_sets(heads, diagonals, block, computed), m), m);
+  }
+  if (fine_striped(layout, block)) return fine_striped_bound(heads, layout, block, nullptr, false);
+  return {};
+}
+
+}  // namespace sparsering

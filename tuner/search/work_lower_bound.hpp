@@ -1,0 +1,69 @@
+// A lower bound of the sparse kernel's work matrix (sim/work/work_counts.hpp) of a group of
+// heads, far cheaper than the exact count, for the tuner's pruning: every cell (q rank, K/V rank)
+// gets tiles <= the exact tiles and column_chunks <= the exact chunks (masked_tiles and columns
+// are left 0). The kernel semantics are those of kernels/sparse_index.hpp.
+//
+// Tiles. When every local block is one global block-aligned block ("aligned": contiguous with
+// b | N/W, zigzag with b | N/2W, striped with b | G), tile (global q block I, key block J) is listed
+// iff I - J is a touched block diagonal: D = { floor(d/b), ceil(d/b) : d kept slash offset or 0 }.
+// A layout whose ranks own stripes of g = G/b blocks (contiguous is one stripe of N/W tokens per
+// rank, zigzag two half-chunks) then gives, for stripe diagonal e = (S_q - S_k),
+//   F[e] = sum over d in D of max(0, g - |d - e g|)   (block pairs of two stripes e apart at diagonal d)
+// and the tiles of (p, src) are sums of F over the stripe pairs the two ranks own: exact, in
+// O(|D| + N/G) per head group. Striped layouts with stripes finer than the block (G | b, b | N/W):
+// a local block holds m = b/G stripes, and tile (i, j) of (p, src) is listed iff some stripe
+// diagonal u W + (p - src) in the stripe-level set E lies in [(i-j) m - m + 1, (i-j) m + m - 1],
+// i.e. iff i - j is in D_r = { floor(u/m), ceil(u/m) : u W + r in E } with r = p - src: exact
+// too. Other layouts (partial blocks) get 0 tiles.
+// Chunks. For every K/V rank, one representative kept column (the earliest it owns): in every
+// query block of rank p that can see it (causality) and whose tile list misses its key block, the
+// column list of that (head, query block) is non-empty, so the kernel gathers at least one chunk
+// there. The count of such query blocks is exact (visible blocks minus covered ones) per head.
+// For a K/V rank holding more than one block's worth of a head's columns (aligned layouts), each
+// query block also gets ceil((visible columns - covered-block bound x most columns per key
+// block) / block) chunks, where the covered-block bound counts the touched diagonals that can
+// land on that rank's key blocks (exactly for contiguous and zigzag, modulo the stripe period for
+// striped layouts).
+// Tested against the exact work counter in tests/tuner_search/work_lower_bound_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/layout/token_layout.hpp"
+#include "sim/work/kept_pattern.hpp"
+#include "sim/work/work_counts.hpp"
+
+namespace sparsering {
+
+/// True when work_lower_bound's tile counts are exact for this layout and block (the aligned and
+/// fine-striped cases of the file comment).
+bool exact_tile_count(const TokenLayout& layout, int64_t block);
+
+/// How much of the column (chunk) bound to compute.
+enum class ColumnBound : int32_t {
+  none = 0,            ///< chunks left 0 (tiles only)
+  representative = 1,  ///< one representative column per (head, K/V rank)
+  dense = 2,           ///< plus the column-count part for K/V ranks with many columns (several times slower)
+};
+
+/// The lower-bound work matrix of one head group: the sum over `heads` of each head's bound.
+/// Patterns must be normalized (normalize_pattern) for layout.seq_len_tokens. `block` is
+/// block_q = block_k. `diagonals`, if not empty, holds touched_diagonals(head, block) of each
+/// head (callers that bound many layouts compute them once). Throws InputError for block < 1 or
+/// a diagonal list of the wrong length.
+WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
+                            const std::vector<const std::vector<int64_t>*>& diagonals = {},
+                            ColumnBound columns = ColumnBound::dense);
+
+/// For layouts whose tiles depend only on r = q rank - K/V rank (contiguous and striped, aligned
+/// or finely striped): the exact tiles of the head group at index r + W - 1, for r in
+/// (-W, W), in O(N / stripe) instead of O(W^2). Empty for other layouts (zigzag, partial blocks).
+std::vector<int64_t> tiles_by_rank_offset(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
+                                          int64_t block, const std::vector<const std::vector<int64_t>*>& diagonals = {});
+
+/// The ascending touched diagonals { floor(d/unit), ceil(d/unit) } of the slash offsets d of a
+/// normalized pattern (ascending, starting with 0), at granularity `unit` tokens (>= 1).
+std::vector<int64_t> touched_diagonals(const KeptPattern& pattern, int64_t unit);
+
+}  // namespace sparsering

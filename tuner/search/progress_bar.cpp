@@ -17,9 +17,15 @@ void ProgressBar::update(double fraction, const std::string& text) {
   last_draw_ = now;
   const double done = std::isfinite(fraction) ? std::clamp(fraction, 0.0, 1.0) : 0.0;
   const auto filled = static_cast<int>(std::lround(done * width_));
-  std::string line = "[" + std::string(static_cast<size_t>(filled), '#') +
-                     std::string(static_cast<size_t>(width_ - filled), '.') + "] " +
-                     std::to_string(static_cast<int>(std::lround(done * 100.0))) + "% " + text;
+  std::string line;
+  line.reserve(static_cast<size_t>(width_) + text.size() + 8);
+  line.push_back('[');
+  line.append(static_cast<size_t>(filled), '#');
+  line.append(static_cast<size_t>(width_ - filled), '.');
+  line.append("] ");
+  line.append(std::to_string(static_cast<int>(std::lround(done * 100.0))));
+  line.append("% ");
+  line.append(text);
   const size_t length = line.size();
   if (length < last_length_) line += std::string(last_length_ - length, ' ');  // cover the longer previous line
   last_length_ = length;

@@ -51,14 +51,21 @@ const std::string kCalibration = R"(calibration:
     date: "2025-06-01"
 )";
 
-TEST(GpuConfig, ShippedGpusParseUncalibrated) {
+TEST(GpuConfig, ShippedGpusParse) {
   for (const char* file : {"a100-40gb.yaml", "h100-sxm.yaml", "h200.yaml"}) {
     const GpuConfig gpu = load_gpu(kGpus / file);
     EXPECT_EQ(gpu.source_path, kGpus / file);
     EXPECT_GT(gpu.peak_tflops_bf16, 100.0) << file;
     EXPECT_GT(gpu.memory_bandwidth_gbytes_per_s, 1000.0) << file;
-    EXPECT_FALSE(gpu.calibrated()) << file;
+    if (gpu.calibrated()) {
+      // A shipped calibration was measured on that GPU and says so.
+      EXPECT_FALSE(gpu.calibration->provenance.gpu.empty()) << file;
+      EXPECT_FALSE(gpu.calibration->provenance.date.empty()) << file;
+      EXPECT_GT(gpu.calibration->fit_samples, 0) << file;
+    }
   }
+  // The A100 was never lent for measurement: it stays on the roofline fallback.
+  EXPECT_FALSE(load_gpu(kGpus / "a100-40gb.yaml").calibrated());
   const GpuConfig h100 = load_gpu(kGpus / "h100-sxm.yaml");
   EXPECT_EQ(h100.sm_count, 132);
   EXPECT_DOUBLE_EQ(h100.peak_tflops_bf16, 989.4);

@@ -1,0 +1,246 @@
+// `sparsering calibrate --gpu G [--cluster C --level L] [--quick] [--out DIR]`: runs the kernel
+// microbenchmarks (kernels/nccl/calibration/kernel_bench.hpp) and, with --cluster, the NCCL hop
+// benchmarks (hop_bench.hpp) on the GPUs of this machine, fits the kernel cost model and the link
+// (kernels/calibration/), prints the fit table with residuals, writes the calibration into the GPU
+// config and the measured latency and curve into the cluster's level (text-preserving, atomic),
+// and the raw measurements as JSON and CSV into --out (default: the current folder). The fit and
+// the config editing are tested in tests/calibration/; this file only wires them to the GPUs.
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/gpu/gpu_commands.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "kernels/calibration/benchmark_plan.hpp"
+#include "kernels/calibration/calibration_output.hpp"
+#include "kernels/calibration/kernel_calibration.hpp"
+#include "kernels/calibration/kernel_fit.hpp"
+#include "kernels/calibration/link_fit.hpp"
+#include "kernels/nccl/calibration/device_info.hpp"
+#include "kernels/nccl/calibration/hop_bench.hpp"
+#include "kernels/nccl/calibration/kernel_bench.hpp"
+#include "sim/config/cluster_config.hpp"
+#include "sim/config/gpu_config.hpp"
+#include "sim/config/link_calibration.hpp"
+#include "sim/cost/kernel_cost.hpp"
+#include "sparsering/version.hpp"
+
+namespace sparsering::cli {
+namespace {
+
+struct CalibrateOptions {
+  std::string gpu_path;
+  std::string cluster_path;
+  std::string level = "intra_node";
+  bool quick = false;
+  bool link_only = false;
+  bool dense_sizes = false;
+  bool banded = false;
+  std::vector<int> devices;
+  int repeats = 5;
+  double gemm_efficiency = 0.0;
+  int32_t block_q = 64;
+  int32_t block_k = 64;
+  int32_t head_dim = 128;
+};
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+void say(const GlobalOptions& global, const std::string& line) {
+  if (global.verbosity >= 0) std::cerr << line << '\n';
+}
+
+void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
+  require(o.repeats >= 1 && o.repeats <= 1000, "--repeats must be in [1, 1000], got ", o.repeats);
+  require(o.gemm_efficiency >= 0.0 && o.gemm_efficiency <= 1.0, "--gemm-efficiency must be in (0, 1], got ", o.gemm_efficiency);
+  require(!o.link_only || !o.cluster_path.empty(), "--link-only needs --cluster");
+  const std::filesystem::path gpu_path(o.gpu_path);
+  const std::string gpu_text = read_file(gpu_path);
+  const GpuConfig gpu = parse_gpu(gpu_text, gpu_path.string());
+  require(o.link_only || global.force || !gpu.calibrated(), gpu_path.string(),
+          " already has a calibration section; pass --force to replace it");
+
+  // Check every input and output before the benchmarks, so a refusal costs no GPU time.
+  std::string cluster_text;
+  std::filesystem::path cluster_path(o.cluster_path);
+  double line_rate = 0.0;
+  if (!o.cluster_path.empty()) {
+    cluster_text = read_file(cluster_path);
+    const ClusterConfig cluster = parse_cluster(cluster_text, cluster_path.string());
+    const FabricLevel* level = nullptr;
+    if (o.level == "intra_node") level = &cluster.intra_node;
+    if (o.level == "inter_node" && cluster.inter_node) level = &*cluster.inter_node;
+    for (const FabricLevel& outer : cluster.outer_levels) {
+      if (outer.name == o.level) level = &outer;
+    }
+    require(level != nullptr, "--level ", o.level, ": ", cluster_path.string(), " has no such level");
+    require(global.force || level->curve.empty(), cluster_path.string(), ": level ", o.level,
+            " already has a curve; pass --force to replace it");
+    line_rate = level->bandwidth_gbytes_per_s;
+  }
+  const std::filesystem::path out_dir = global.out.empty() ? std::filesystem::current_path() : std::filesystem::path(global.out);
+  require(!std::filesystem::exists(out_dir) || std::filesystem::is_directory(out_dir), "--out ", out_dir.string(),
+          " exists and is not a folder");
+  const std::filesystem::path json_path = out_dir / str("calibration-", gpu.name, ".json");
+  const std::filesystem::path kernels_csv = out_dir / str("calibration-", gpu.name, "-kernels.csv");
+  const std::filesystem::path hops_csv = out_dir / str("calibration-", gpu.name, "-hops.csv");
+  for (const auto& path : {json_path, kernels_csv, hops_csv}) {
+    require(global.force || !std::filesystem::exists(path), path.string(), " already exists; pass --force to overwrite it");
+  }
+
+  std::vector<int> devices = o.devices;
+  const int visible = device_count();
+  if (devices.empty()) {
+    for (int d = 0; d < visible; ++d) devices.push_back(d);
+  }
+  require(!devices.empty(), "no CUDA device visible");
+  for (const int d : devices) require(d >= 0 && d < visible, "--devices: device ", d, " is not visible (", visible, " devices)");
+  require(o.cluster_path.empty() || devices.size() >= 2, "--cluster measures hops between GPUs and needs at least 2, this machine shows ",
+          devices.size());
+  const DeviceInfo info = query_device(devices.front());
+  const bool same_gpu = gpu.device_name.empty() || gpu.device_name == info.name;
+  require(same_gpu || global.force, "this machine's GPU ", devices.front(), " is \"", info.name, "\" but ", gpu_path.string(),
+          " describes \"", gpu.device_name, "\" (--force calibrates it anyway)");
+
+  CalibrationRun run;
+  GpuCalibration& cal = run.calibration;
+  cal.block_q = o.block_q;
+  cal.block_k = o.block_k;
+  cal.head_dim = o.head_dim;
+  cal.provenance.gpu = info.name;
+  cal.provenance.driver = info.driver;
+  cal.provenance.cuda = info.cuda;
+  cal.provenance.nccl = nccl_version_string();
+  cal.provenance.commit = kGitCommit;
+  cal.provenance.date = utc_now();
+  if (!same_gpu) run.notes.push_back(str("measured on \"", info.name, "\", the config describes \"", gpu.device_name, "\""));
+  const auto progress = [&global](const std::string& line) {
+    if (global.verbosity > 0) std::cerr << line << '\n';
+  };
+
+  if (!o.link_only) {
+    say(global, str("calibrate: kernel benchmarks on ", info.name, " (", info.sm_count, " SMs)"));
+    KernelBenchOptions bench;
+    bench.device = devices.front();
+    bench.block_q = o.block_q;
+    bench.block_k = o.block_k;
+    bench.head_dim = o.head_dim;
+    bench.repeats = o.repeats;
+    bench.banded = o.banded;
+    run.kernels = run_kernel_benchmarks(default_kernel_cases(o.quick, o.block_k), bench, progress);
+    const DirectionFits forward = fit_kernel_measurements(run.kernels, "forward");
+    const DirectionFits backward = fit_kernel_measurements(run.kernels, "backward");
+    run.forward_fit = forward.fit;
+    run.forward_under_filled = forward.under;
+    run.forward_list_fit = forward.list_fit;
+    run.forward_list_under_filled = forward.list_under;
+    run.backward_fit = backward.fit;
+    run.backward_under_filled = backward.under;
+    run.backward_list_fit = backward.list_fit;
+    run.backward_list_under_filled = backward.list_under;
+    cal.forward = run.forward_fit.coefficients;
+    cal.backward = run.backward_fit.coefficients;
+    cal.fit_samples = run.forward_fit.samples + run.backward_fit.samples;
+    cal.fit_max_relative_error =
+        round_significant(std::max(run.forward_fit.max_relative_error, run.backward_fit.max_relative_error), 3);
+    if (o.gemm_efficiency > 0.0) {
+      cal.gemm_efficiency = o.gemm_efficiency;
+    } else if (gpu.calibrated()) {
+      cal.gemm_efficiency = gpu.calibration->gemm_efficiency;
+      run.notes.push_back("gemm_efficiency kept from the previous calibration (give --gemm-efficiency to set a measured one)");
+    } else {
+      cal.gemm_efficiency = RooflineAssumptions{}.gemm_efficiency;
+      run.notes.push_back(str("gemm_efficiency ", cal.gemm_efficiency, " is assumed, not measured (give --gemm-efficiency)"));
+    }
+  }
+
+  if (!o.cluster_path.empty()) {
+    say(global, str("calibrate: NCCL hops over ", devices.size(), " GPUs"));
+    HopBenchOptions hop;
+    hop.devices = devices;
+    hop.sizes_bytes = default_hop_sizes(o.quick, o.dense_sizes);
+    hop.repeats = o.repeats;
+    run.hops = run_hop_benchmarks(hop, progress);
+    std::vector<HopSample> ring;
+    for (const HopMeasurement& h : run.hops) {
+      if (h.mode == "ring" && h.ring_size == h.gpus) ring.push_back({h.bytes, h.median_us});
+    }
+    run.link = fit_link(ring);
+    run.has_link = true;
+    run.link_level = o.level;
+    if (const int64_t capped = cap_curve(run.link.curve, line_rate); capped > 0) {
+      run.notes.push_back(str(capped, " curve point(s) above the level's line rate (", line_rate, " GB/s) were capped to it"));
+    }
+    if (!run.link.skipped_bytes.empty()) {
+      run.notes.push_back(str(run.link.skipped_bytes.size(), " message size(s) took no longer than the latency: no curve point"));
+    }
+  }
+
+  // Raw data first: if a config cannot be written, the measurements are still kept.
+  std::filesystem::create_directories(out_dir);
+  write_file_atomically(json_path, calibration_json(run), global.force);
+  write_file_atomically(kernels_csv, kernel_measurements_csv(run.kernels), global.force);
+  write_file_atomically(hops_csv, hop_measurements_csv(run.hops), global.force);
+  if (!o.link_only) {
+    write_file_atomically(gpu_path, set_gpu_calibration(gpu_text, cal, gpu_path.string()), true);
+  }
+  if (!o.cluster_path.empty()) {
+    const std::string comment = str("ring step over ", devices.size(), " x ", info.name, ", NCCL ", cal.provenance.nccl,
+                                    ", sparsering calibrate ", cal.provenance.date.substr(0, 10));
+    write_file_atomically(cluster_path,
+                          set_fabric_level_calibration(cluster_text, o.level, run.link.latency_us, run.link.curve, comment,
+                                                       cluster_path.string()),
+                          true);
+  }
+  if (global.format == OutputFormat::json) {
+    std::cout << calibration_json(run);
+  } else {
+    std::cout << fit_table(run);
+    std::cout << "wrote " << (o.link_only ? "" : gpu_path.string() + ", ")
+              << (o.cluster_path.empty() ? "" : cluster_path.string() + ", ") << json_path.string() << ", "
+              << kernels_csv.string() << ", " << hops_csv.string() << "\n";
+  }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<CalibrateOptions>();
+  auto* cmd = app.add_subcommand(
+      "calibrate", "Benchmark the sparse attention kernels (and with --cluster the NCCL hops) on this machine's GPUs, fit "
+                   "the cost model and write it into the GPU config (raw data as JSON/CSV into --out, default .)");
+  cmd->add_option("--gpu", options->gpu_path, "GPU config to calibrate (configs/gpus/<gpu>.yaml)")->required();
+  cmd->add_option("--cluster", options->cluster_path, "Cluster config whose --level gets the measured latency and curve");
+  cmd->add_option("--level", options->level, "Fabric level of --cluster: intra_node, inter_node or an outer level's name")
+      ->capture_default_str();
+  cmd->add_flag("--quick", options->quick, "Small benchmark grid and sizes up to 256 MiB (smoke runs)");
+  cmd->add_flag("--link-only", options->link_only, "Only the NCCL hops (needs --cluster); the GPU config is not written");
+  cmd->add_flag("--banded", options->banded,
+                "Benchmark indices with tiles on diagonals and shared column pools (like real patterns) instead of "
+                "uniformly random ones");
+  cmd->add_flag("--dense-sizes", options->dense_sizes, "Hop sizes in powers of 2 instead of 4");
+  cmd->add_option("--devices", options->devices, "CUDA devices to use (default: all visible)")->delimiter(',');
+  cmd->add_option("--repeats", options->repeats, "Timed repeats per measurement (median)")->capture_default_str();
+  cmd->add_option("--gemm-efficiency", options->gemm_efficiency,
+                  "Measured dense GEMM efficiency (achieved / peak bf16) to record; default: keep the previous value");
+  cmd->add_option("--block-q", options->block_q, "Query block of the benchmarked kernels")->capture_default_str();
+  cmd->add_option("--block-k", options->block_k, "Key tile of the benchmarked kernels")->capture_default_str();
+  cmd->add_option("--head-dim", options->head_dim, "Head dimension of the benchmarked kernels (64 or 128)")
+      ->capture_default_str();
+  cmd->callback([options, &global] { run_calibrate(*options, global); });
+}
+
+}  // namespace sparsering::cli

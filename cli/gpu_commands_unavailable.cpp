@@ -4,16 +4,24 @@
 #include "common/error.hpp"
 
 namespace sparsering::cli {
+namespace {
+
+void add_unavailable(CLI::App& parent, const std::string& name, const std::string& full_name) {
+  auto* command = parent.add_subcommand(name, "(needs a CUDA build) " + full_name + " on real GPUs");
+  command->allow_extras();
+  command->callback([full_name] {
+    throw InputError(str("`sparsering ", full_name,
+                         "` needs a build with CUDA and NCCL; reconfigure with -DSPARSERING_CUDA=ON on a machine "
+                         "with nvcc"));
+  });
+}
+
+}  // namespace
 
 void add_gpu_commands(CLI::App& app, const GlobalOptions&) {
-  for (const char* name : {"validate", "calibrate"}) {
-    auto* command = app.add_subcommand(name, std::string("(needs a CUDA build) ") + name + " on real GPUs");
-    command->allow_extras();
-    command->callback([name] {
-      throw InputError(str("`sparsering ", name,
-                           "` needs a build with CUDA; reconfigure with -DSPARSERING_CUDA=ON on a machine with nvcc"));
-    });
-  }
+  add_unavailable(app, "validate", "validate");
+  add_unavailable(app, "calibrate", "calibrate");
+  add_unavailable(*app.get_subcommand("trace"), "capture", "trace capture");
 }
 
 }  // namespace sparsering::cli

@@ -6,6 +6,11 @@
 #   GPU_CONFIG=configs/gpus/h200.yaml                 GPU config to calibrate (updated in place)
 #   CLUSTER=configs/clusters/h200-4x-nvswitch.yaml    cluster whose intra-node hop curve is measured
 #   BUDGET_S=540                                      seconds for the whole run
+#   RINGS=1                                           0 skips step 3
+# Kernel costs are fitted on banded synthetic indices (tiles on diagonals, shared column pools, as
+# in real vertical-slash patterns); the uniformly random placement (the cache's worst case) is
+# measured too and kept beside it for comparison. Everything under $OUT is also packed into
+# $OUT/results.tgz (the device tool returns few files).
 # Third-party dependencies the machine lacks come from .device/deps (kernels/bench/make_device_deps.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/out-device}
@@ -24,9 +29,12 @@ stamp "$gpus GPU(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo unk
 # 1. Calibration (kernels/bench/run_calibrate_on_device.sh builds `sparsering` in $BUILD).
 cluster_arg=""
 [ "$gpus" -ge 2 ] && cluster_arg="$CLUSTER"
-OUT=$OUT/calibrate GPU_CONFIG=$GPU_CONFIG CLUSTER=$cluster_arg CALIBRATE_ARGS="--repeats 7" \
+OUT=$OUT/calibrate-random GPU_CONFIG=$GPU_CONFIG CLUSTER=$cluster_arg CALIBRATE_ARGS="--repeats 7" \
+  timeout $(( $(left) / 3 )) bash kernels/bench/run_calibrate_on_device.sh > "$OUT/calibrate-random.log" 2>&1
+stamp "calibrate (random placement, hops) exit $?"
+OUT=$OUT/calibrate GPU_CONFIG=$GPU_CONFIG CLUSTER="" CALIBRATE_ARGS="--repeats 7 --banded" \
   timeout $(( $(left) / 3 )) bash kernels/bench/run_calibrate_on_device.sh > "$OUT/calibrate.log" 2>&1
-stamp "calibrate exit $?"
+stamp "calibrate (banded placement) exit $?"
 
 # 2. Validation against the calibration just written into $GPU_CONFIG.
 OUT=$OUT/validation GPUS=$gpus ITERATIONS=${ITERATIONS:-3} \
@@ -34,12 +42,14 @@ OUT=$OUT/validation GPUS=$gpus ITERATIONS=${ITERATIONS:-3} \
 stamp "validation exit $?"
 
 # 3. Ring runtime: tests on 2 and 4 GPUs, layer benchmark, two emulated nodes.
-if [ "$(left)" -gt 60 ] && [ "$gpus" -ge 2 ]; then
+if [ "${RINGS:-1}" = 1 ] && [ "$(left)" -gt 60 ] && [ "$gpus" -ge 2 ]; then
   OUT=$OUT/rings BUDGET_S=$(( $(left) - 10 )) \
     timeout $(( $(left) - 5 )) bash kernels/bench/run_rings_on_device.sh > "$OUT/rings.log" 2>&1
   stamp "rings exit $?"
 fi
 
+tar czf "$OUT/results.tgz" --exclude='*/build.log' --exclude='results.tgz' -C "$OUT" . 2>/dev/null
+echo "== calibration (random placement, hops)"; grep -E "^(forward|backward|link fit)" "$OUT/calibrate-random.log"
 echo "== calibration";  tail -25 "$OUT/calibrate.log"
 echo "== rings";        tail -20 "$OUT/rings.log" 2>/dev/null
 echo "== validation";   grep -E "FAILED|ok \(" "$OUT/validation.log" | tail -25; tail -25 "$OUT/validation.log"

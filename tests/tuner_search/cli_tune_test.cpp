@@ -1,4 +1,4 @@
-// `sparsering tune` end to end (cli/tune_command.cpp through tests/tuner_search/tune_cli_main.cpp):
+// `sparsering tune` end to end (cli/tune_command.cpp, run through the built `sparsering` binary):
 // a small model, GPU and cluster written to a temporary folder, a synthetic trace, and the
 // command's outputs, refusals and exit codes.
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ struct CommandRun {
   std::string out;
 };
 
-/// Runs the driver with `args` (stderr folded into the output).
+/// Runs `sparsering` with `args` (stderr folded into the output).
 CommandRun tune(const std::string& args) {
   const std::string command = std::string(TUNE_CLI_DRIVER) + " " + args + " 2>&1";
   CommandRun run;

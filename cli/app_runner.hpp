@@ -1,0 +1,48 @@
+// What every sparsering executable shares: the global flags and the mapping of failures to exit
+// codes (0 success, 2 bad input: arguments, files, configs, plans; 1 internal error). Used by
+// cli/main.cpp and by the single-command drivers under tests/ (calibrate, trace capture).
+#pragma once
+
+#include <exception>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/global_options.hpp"
+#include "common/error.hpp"
+
+namespace sparsering::cli {
+
+/// Registers --out, --format, -v and --force on `app`, parsed into `global`.
+inline void add_global_options(CLI::App& app, GlobalOptions& global) {
+  app.add_option("--out,-o", global.out, "Output path (file or folder; each command says which)");
+  app.add_option("--format", global.format, "Output on stdout: table (for people) or json (for tools)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, OutputFormat>{{"table", OutputFormat::table}, {"json", OutputFormat::json}},
+          CLI::ignore_case))
+      ->option_text("table|json");
+  app.add_flag("-v,--verbose", global.verbosity, "More detail on stderr (repeat for more)");
+  app.add_flag("--force", global.force, "Overwrite existing output files");
+}
+
+/// Parses the command line, which runs the chosen command's callback, and returns the exit
+/// code: 0, 2 for bad input (InputError or a CLI11 parse error), 1 for anything else.
+inline int run_app(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace sparsering::cli

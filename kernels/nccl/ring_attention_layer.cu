@@ -406,6 +406,19 @@ void run_rank(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankR
     }
   };
   PassEvents fwd_ev(wz, lz), bwd_ev(wz, lz);
+  // Per-step kernel, step and wait times of a finished pass, from its events.
+  const auto read_pass_sample = [w](const PassEvents& ev) {
+    PassSample sample;
+    for (int32_t t = 0; t < w; ++t) {
+      const auto tz = static_cast<size_t>(t);
+      const cudaEvent_t previous_end = t == 0 ? ev.pass_start : ev.end[tz - 1];
+      sample.compute_ms.push_back(elapsed_ms(ev.start[tz], ev.end[tz]));
+      sample.step_ms.push_back(elapsed_ms(previous_end, ev.end[tz]));
+      sample.wait_ms.push_back(elapsed_ms(previous_end, ev.start[tz]));
+    }
+    sample.total_ms = elapsed_ms(ev.pass_start, ev.pass_end);
+    return sample;
+  };
   EventSet shuffle_ev(2);
 
   const auto chunk_ptr = [&](int32_t t) { return slots[static_cast<size_t>(plan.slot[static_cast<size_t>(t)])].data(); };
@@ -558,15 +571,7 @@ void run_rank(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankR
       for (auto& s : kv_stream) world.wait_stream(s->get(), "the forward K/V hops to finish");
       world.wait_event(ev.pass_end, "the end of the forward ring");
       if (timed) {
-        PassSample sample;
-        for (int32_t t = 0; t < w; ++t) {
-          const auto tz = static_cast<size_t>(t);
-          sample.compute_ms.push_back(elapsed_ms(ev.start[tz], ev.end[tz]));
-          sample.step_ms.push_back(elapsed_ms(t == 0 ? ev.pass_start : ev.end[tz - 1], ev.end[tz]));
-          sample.wait_ms.push_back(elapsed_ms(t == 0 ? ev.pass_start : ev.end[tz - 1], ev.start[tz]));
-        }
-        sample.total_ms = elapsed_ms(ev.pass_start, ev.pass_end);
-        result.forward.push_back(sample);
+        result.forward.push_back(read_pass_sample(ev));
       }
     }
 
@@ -650,14 +655,7 @@ void run_rank(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankR
       for (auto& s : kv_stream) world.wait_stream(s->get(), "the backward K/V hops to finish");
       for (auto& s : acc_stream) world.wait_stream(s->get(), "the dK/dV hops to finish");
       if (timed) {
-        PassSample sample;
-        for (int32_t t = 0; t < w; ++t) {
-          const auto tz = static_cast<size_t>(t);
-          sample.compute_ms.push_back(elapsed_ms(ev.start[tz], ev.end[tz]));
-          sample.step_ms.push_back(elapsed_ms(t == 0 ? ev.pass_start : ev.end[tz - 1], ev.end[tz]));
-          sample.wait_ms.push_back(elapsed_ms(t == 0 ? ev.pass_start : ev.end[tz - 1], ev.start[tz]));
-        }
-        sample.total_ms = elapsed_ms(ev.pass_start, ev.pass_end);
+        PassSample sample = read_pass_sample(ev);
         sample.tail_ms = elapsed_ms(ev.end[wz - 1], ev.pass_end);
         result.backward.push_back(sample);
       }

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 
 namespace sparsering {
 

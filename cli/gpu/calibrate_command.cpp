@@ -1,10 +1,10 @@
 // `sparsering calibrate --gpu G [--cluster C --level L] [--quick] [--out DIR]`: runs the kernel
-// microbenchmarks (kernels/nccl/calibration/kernel_bench.hpp) and, with --cluster, the NCCL hop
+// microbenchmarks (measure/bench/kernel_bench.hpp) and, with --cluster, the NCCL hop
 // benchmarks (hop_bench.hpp) on the GPUs of this machine, fits the kernel cost model and the link
-// (kernels/calibration/), prints the fit table with residuals, writes the calibration into the GPU
+// (measure/calibration/), prints the fit table with residuals, writes the calibration into the GPU
 // config and the measured latency and curve into the cluster's level (text-preserving, atomic),
 // and the raw measurements as JSON and CSV into --out (default: the current folder). The fit and
-// the config editing are tested in tests/calibration/; this file only wires them to the GPUs.
+// the config editing are tested in tests/measure/calibration/; this file only wires them to the GPUs.
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -17,14 +17,14 @@
 #include "cli/gpu/gpu_commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "kernels/calibration/benchmark_plan.hpp"
-#include "kernels/calibration/calibration_output.hpp"
-#include "kernels/calibration/kernel_calibration.hpp"
-#include "kernels/calibration/kernel_fit.hpp"
-#include "kernels/calibration/link_fit.hpp"
-#include "kernels/nccl/calibration/device_info.hpp"
-#include "kernels/nccl/calibration/hop_bench.hpp"
-#include "kernels/nccl/calibration/kernel_bench.hpp"
+#include "measure/calibration/benchmark_plan.hpp"
+#include "measure/calibration/calibration_output.hpp"
+#include "measure/calibration/kernel_calibration.hpp"
+#include "measure/calibration/kernel_fit.hpp"
+#include "measure/calibration/link_fit.hpp"
+#include "measure/bench/device_info.hpp"
+#include "measure/bench/hop_bench.hpp"
+#include "measure/bench/kernel_bench.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/gpu_config.hpp"
 #include "sim/config/link_calibration.hpp"

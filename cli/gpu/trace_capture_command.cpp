@@ -30,7 +30,7 @@
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/estimate_pattern.hpp"
 #include "kernels/reference/pattern_candidates.hpp"
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 #include "traces/safetensors_trace.hpp"
 #include "traces/trace.hpp"
 

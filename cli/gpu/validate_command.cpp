@@ -2,10 +2,10 @@
 // [--iterations I] [--out DIR]`: runs one attention layer of a plan on GPUs and prints measured
 // against predicted (design.md section 5, docs/VALIDATION.md). Without --replay the plan's
 // context-parallel ring runs on the GPUs present through the NCCL ring runtime; with --replay one
-// GPU runs every virtual rank in turn (kernels/nccl/replay/) and the simulator's schedule derives
+// GPU runs every virtual rank in turn (measure/replay/) and the simulator's schedule derives
 // the layer time from the measured compute matrix. --out DIR writes DIR/validation.json and
 // DIR/timeline.json atomically (never replacing files without --force). The callback only turns
-// flags into library calls; the library is tested in tests/validation/ and on GPUs by
+// flags into library calls; the library is tested in tests/measure/validation/ and on GPUs by
 // kernels/bench/run_validation_on_device.sh.
 #include <cuda_runtime_api.h>
 
@@ -21,13 +21,13 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/nccl/replay/replay_compute_matrix.hpp"
+#include "measure/replay/replay_compute_matrix.hpp"
 #include "kernels/nccl/ring_attention_layer.hpp"
-#include "kernels/validation/ring_measurement.hpp"
-#include "kernels/validation/validation_compare.hpp"
-#include "kernels/validation/validation_json.hpp"
-#include "kernels/validation/validation_problem.hpp"
-#include "kernels/validation/validation_table.hpp"
+#include "measure/validation/ring_measurement.hpp"
+#include "measure/validation/validation_compare.hpp"
+#include "measure/validation/validation_json.hpp"
+#include "measure/validation/validation_problem.hpp"
+#include "measure/validation/validation_table.hpp"
 #include "sim/step/simulation.hpp"
 #include "sparsering/version.hpp"
 #include "traces/safetensors_trace.hpp"

@@ -9,7 +9,7 @@
 #   CALIBRATE_ARGS=...                      extra arguments (e.g. --quick, --devices 0,1, --dense-sizes)
 #   CALIBRATE_TARGET=sparsering|sparsering_calibrate
 #       which binary to build; `sparsering` (default) falls back to the calibrate-only binary
-#       (tests/calibration/CMakeLists.txt) when it does not build
+#       (tests/measure/calibration/CMakeLists.txt) when it does not build
 # Third-party dependencies the machine lacks come from .device/deps (kernels/bench/make_device_deps.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/out-calibrate}
@@ -55,7 +55,7 @@ if [ -z "$BIN" ]; then
   if ! cmake --build $BUILD --target sparsering_calibrate -j16 >> "$OUT/build.log" 2>&1; then
     stamp "build FAILED"; grep -E "error" "$OUT/build.log" | head -30; exit 1
   fi
-  BIN=$BUILD/tests/calibration/sparsering_calibrate
+  BIN=$BUILD/tests/measure/calibration/sparsering_calibrate
 fi
 stamp "built $BIN"
 

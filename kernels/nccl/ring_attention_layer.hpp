@@ -29,7 +29,7 @@
 #include "kernels/attention_params.hpp"
 #include "kernels/ring/ring_error.hpp"
 #include "kernels/ring/ring_input_values.hpp"
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 
 namespace sparsering {
 

@@ -102,7 +102,7 @@ class GpuIndex:
 
 @dataclass
 class RingPosition:
-    """Token layout and ring ranks (sim/layout/token_layout.hpp); the default is one rank holding all."""
+    """Token layout and ring ranks (core/token_layout.hpp); the default is one rank holding all."""
 
     layout: str = "contiguous"
     ranks: int = 1

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 
 namespace sparsering {
 

@@ -1,6 +1,6 @@
 // The ring topology of a plan's context-parallel ring, as the NCCL runtime posts it: ring position
 // <-> global rank (the plan's ring_order), per level successor / predecessor as global ranks, and
-// per (position, step) the hops to post, all derived from RingSchedule (sim/ring/ring_schedule.hpp,
+// per (position, step) the hops to post, all derived from RingSchedule (core/ring_schedule.hpp,
 // the one definition of which chunk a position holds and which hops carry it):
 //   - K/V hops: at step t a position sends the chunk it holds over every level the schedule says
 //     (outer first, so the outer transfer overlaps the inner ring) and receives the chunk it needs
@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/ring/rank_types.hpp"
-#include "sim/ring/ring_schedule.hpp"
+#include "core/rank_types.hpp"
+#include "core/ring_schedule.hpp"
 
 namespace sparsering {
 

@@ -1,7 +1,7 @@
 // Writing a measured link into a cluster config: replaces one fabric level's `latency_us` and
 // `curve` in the YAML text, keeping every other line and comment as written (the counterpart of
 // set_gpu_calibration for links; `sparsering calibrate --cluster` uses it).
-// Tested in tests/calibration/link_calibration_test.cpp.
+// Tested in tests/measure/calibration/link_calibration_test.cpp.
 #pragma once
 
 #include <string>

@@ -23,7 +23,7 @@
 
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 
 namespace sparsering {
 

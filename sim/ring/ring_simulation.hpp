@@ -1,4 +1,4 @@
-// Event simulation of one ring-attention pass over a flat or nested ring (sim/ring/ring_schedule.hpp)
+// Event simulation of one ring-attention pass over a flat or nested ring (core/ring_schedule.hpp)
 // with double-buffered K/V, forward (K/V ring) or backward (K/V ring plus the dK/dV accumulators).
 //
 // Model, per position p and step t (all times integer ns):
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "sim/core/sim_time.hpp"
-#include "sim/ring/ring_schedule.hpp"
+#include "core/ring_schedule.hpp"
 
 namespace sparsering {
 

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 #include "sim/work/pattern_set.hpp"
 #include "sim/work/work_set.hpp"
 

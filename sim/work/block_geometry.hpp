@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 #include "sim/work/run_set.hpp"
 
 namespace sparsering {

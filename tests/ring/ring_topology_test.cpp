@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "kernels/ring/rank_types.hpp"
+#include "core/rank_types.hpp"
 #include "kernels/ring/ring_input_values.hpp"
 #include "kernels/ring/ring_topology.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 #include "sim/work/kept_pattern.hpp"
 #include "sim/work/work_counts.hpp"
 

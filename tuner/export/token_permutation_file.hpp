@@ -1,12 +1,12 @@
 // token_permutation.npy, the file every framework export writes for its data loader: row r holds
 // the global token index of each local token of context-parallel rank r, in local order (from the
-// one token-layout module, sim/layout/token_layout.hpp). A token keeps its global index as its
+// one token-layout module, core/token_layout.hpp). A token keeps its global index as its
 // position id, so the same rows are the position ids. Tested in tests/tuner/npy_file_test.cpp.
 #pragma once
 
 #include <string_view>
 
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 #include "tuner/export/export_bundle.hpp"
 #include "tuner/export/npy_file.hpp"
 

@@ -26,7 +26,7 @@
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
-#include "sim/layout/token_layout.hpp"
+#include "core/token_layout.hpp"
 #include "tuner/search/ring_hierarchy.hpp"
 #include "tuner/search/ring_order.hpp"
 

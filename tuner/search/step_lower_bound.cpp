@@ -6,7 +6,7 @@
 
 #include "common/error.hpp"
 #include "sim/memory/memory_model.hpp"
-#include "sim/ring/ring_schedule.hpp"
+#include "core/ring_schedule.hpp"
 #include "sim/network/link_model.hpp"
 #include "sim/ring/ring_simulation.hpp"
 #include "sim/step/layer_shapes.hpp"

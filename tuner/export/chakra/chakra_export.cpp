@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "common/error.hpp"
-#include "sim/ring/ring_schedule.hpp"
+#include "core/ring_schedule.hpp"
 #include "tuner/export/chakra/chakra_stream.hpp"
 #include "tuner/export/common_losses.hpp"
 #include "tuner/export/plan_export_checks.hpp"

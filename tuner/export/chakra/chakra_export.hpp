@@ -3,7 +3,7 @@
 // and chakra/comm_group.json (ASTRA-sim --comm-group-configuration). Per attention layer and pass
 // a rank has one COMP node per ring step (duration from the simulator's step durations) and
 // COMM_SEND / COMM_RECV nodes per K/V hop (and per dK/dV hop in the backward pass), scheduled as
-// sim/ring/ring_schedule.hpp and sim/ring/ring_simulation.hpp describe:
+// core/ring_schedule.hpp and sim/ring/ring_simulation.hpp describe:
 //   - step t's COMP depends on the RECV of step t's K/V and on COMP t-1;
 //   - K/V is forwarded (SEND) once it arrived, over every level the schedule says, outermost
 //     first, so a hierarchical ring posts the outer hop before the whole inner ring;

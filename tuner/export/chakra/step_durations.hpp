@@ -18,7 +18,7 @@
 //    {layer, direction, ring_class, ranks: [{position, compute_ns: [per step]}]}, applied to every
 //    ring of its ring class (ring_classes[c].rings). Its degrees must equal the plan's.
 //
-// Step t follows sim/ring/ring_schedule.hpp: its mixed-radix digits t_l over the ring levels say
+// Step t follows core/ring_schedule.hpp: its mixed-radix digits t_l over the ring levels say
 // that at step t position p holds the K/V of the position with digits (i_l - t_l) mod s_l; for a
 // flat ring, the K/V of position p - t. Tested in tests/tuner/step_durations_test.cpp.
 #pragma once

@@ -1,0 +1,262 @@
+// Buffers are allocated once for the largest case and reused; values are hashed from the element
+// index (bf16 in [-1, 1)), so every run sees the same data. The forward runs once untimed so the
+// backward starts from a real LSE and delta. Each timed repeat: flush L2 (memset of twice its
+// size), event, launch, event; the K/V chunk of a ring step has just arrived and is not cached.
+#include "measure/bench/kernel_bench.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "kernels/attention_params.hpp"
+#include "measure/calibration/kernel_calibration.hpp"
+#include "measure/calibration/synthetic_index.hpp"
+#include "kernels/cuda/attn_bwd_delta.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/sparse_attn_bwd.hpp"
+#include "kernels/cuda/sparse_attn_fwd.hpp"
+
+namespace sparsering {
+namespace {
+
+__global__ void fill_bf16_kernel(bf16_bits* data, size_t count, uint32_t salt) {
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < count; k += size_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(k) * 2654435761u ^ salt;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    const float value = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    data[k] = static_cast<bf16_bits>(__float_as_uint(value) >> 16);
+  }
+}
+
+__global__ void fill_float_kernel(float* data, size_t count, float value) {
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < count; k += size_t{gridDim.x} * blockDim.x) {
+    data[k] = value;
+  }
+}
+
+void fill_bf16(DeviceBuffer<bf16_bits>& buffer, uint32_t salt) {
+  fill_bf16_kernel<<<1024, 256>>>(buffer.data(), buffer.size(), salt);
+  SPARSERING_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_float(DeviceBuffer<float>& buffer, float value) {
+  fill_float_kernel<<<1024, 256>>>(buffer.data(), buffer.size(), value);
+  SPARSERING_CUDA_CHECK(cudaGetLastError());
+}
+
+/// The device copy of one synthetic index.
+struct DeviceIndex {
+  DeviceBuffer<int32_t> tile_offsets;
+  DeviceBuffer<int32_t> tile_block;
+  DeviceBuffer<uint8_t> tile_masked;
+  DeviceBuffer<int32_t> column_offsets;
+  DeviceBuffer<int32_t> column_index;
+  SparseIndexView view;
+
+  explicit DeviceIndex(const SparseIndex& index)
+      : tile_offsets(index.tile_offsets), tile_block(index.tile_block), tile_masked(index.tile_masked),
+        column_offsets(index.column_offsets), column_index(index.column_index) {
+    view.rows = index.rows;
+    view.block_q = index.block_q;
+    view.block_k = index.block_k;
+    view.q_blocks = index.q_blocks;
+    view.tile_offsets = tile_offsets.data();
+    view.tile_block = tile_block.data();
+    view.tile_masked = tile_masked.data();
+    view.column_offsets = column_offsets.data();
+    view.column_index = column_index.data();
+  }
+};
+
+/// Creates and destroys one CUDA event pair.
+class EventPair {
+ public:
+  EventPair() {
+    SPARSERING_CUDA_CHECK(cudaEventCreate(&start_));
+    SPARSERING_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    (void)cudaEventDestroy(start_);
+    (void)cudaEventDestroy(stop_);
+  }
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+struct Timing {
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double max_us = 0.0;
+};
+
+/// Times `launch` on the default stream: `warmup` untimed runs, then `repeats` timed ones.
+template <typename Launch>
+Timing time_launch(const Launch& launch, int warmup, int repeats, DeviceBuffer<uint8_t>& flush) {
+  for (int k = 0; k < warmup; ++k) launch();
+  EventPair events;
+  std::vector<double> times;
+  for (int k = 0; k < repeats; ++k) {
+    SPARSERING_CUDA_CHECK(cudaMemsetAsync(flush.data(), k & 0xFF, flush.bytes(), nullptr));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(events.start(), nullptr));
+    launch();
+    SPARSERING_CUDA_CHECK(cudaEventRecord(events.stop(), nullptr));
+    SPARSERING_CUDA_CHECK(cudaEventSynchronize(events.stop()));
+    float ms = 0.0f;
+    SPARSERING_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(), events.stop()));
+    times.push_back(static_cast<double>(ms) * 1e3);
+  }
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  return {n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]), times.front(), times.back()};
+}
+
+}  // namespace
+
+std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBenchCase>& cases,
+                                                     const KernelBenchOptions& options,
+                                                     const std::function<void(const std::string&)>& progress) {
+  require(options.repeats >= 1 && options.warmup >= 0, "kernel benchmark needs repeats >= 1 and warmup >= 0");
+  SPARSERING_CUDA_CHECK(cudaSetDevice(options.device));
+  cudaDeviceProp prop{};
+  SPARSERING_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
+
+  size_t q_elems = 0;
+  size_t kv_elems = 0;
+  size_t rows = 0;
+  for (const KernelBenchCase& c : cases) {
+    require(c.q_heads >= 1 && c.kv_heads >= 1 && c.q_heads % c.kv_heads == 0, "kernel case with ", c.q_heads,
+            " query heads and ", c.kv_heads, " KV heads");
+    q_elems = std::max(q_elems, static_cast<size_t>(c.q_heads) * static_cast<size_t>(c.local_tokens) * static_cast<size_t>(options.head_dim));
+    kv_elems = std::max(kv_elems, static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.local_tokens) * static_cast<size_t>(options.head_dim));
+    rows = std::max(rows, static_cast<size_t>(c.q_heads) * static_cast<size_t>(c.local_tokens));
+  }
+  std::vector<KernelMeasurement> results;
+  if (cases.empty()) return results;
+  DeviceBuffer<bf16_bits> q(q_elems), k(kv_elems), v(kv_elems), dout(q_elems);
+  DeviceBuffer<float> out(q_elems), dq(q_elems), dk(kv_elems), dv(kv_elems), lse(rows), delta(rows);
+  DeviceBuffer<uint8_t> flush(static_cast<size_t>(std::max(prop.l2CacheSize, 1 << 20)) * 2);
+  fill_bf16(q, 1u);
+  fill_bf16(k, 2u);
+  fill_bf16(v, 3u);
+  fill_bf16(dout, 4u);
+  fill_float(dq, 0.0f);
+  fill_float(dk, 0.0f);
+  fill_float(dv, 0.0f);
+
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const KernelBenchCase& c = cases[n];
+    SyntheticIndexSpec spec;
+    spec.rows = c.q_heads;
+    spec.q_len_tokens = c.local_tokens;
+    spec.kv_len_tokens = c.local_tokens;
+    spec.block_q = options.block_q;
+    spec.block_k = options.block_k;
+    spec.tiles_per_list = c.tiles_per_list;
+    spec.chunks_per_list = c.chunks_per_list;
+    spec.seed = options.seed + n;
+    spec.banded = options.banded;
+    const SparseIndex index = make_synthetic_index(spec);
+    const DeviceIndex device_index(index);
+
+    AttentionShape shape;
+    shape.batch = 1;
+    shape.q_heads = c.q_heads;
+    shape.kv_heads = c.kv_heads;
+    shape.head_dim = options.head_dim;
+    shape.q_len = c.local_tokens;
+    shape.kv_len = c.local_tokens;
+    // An off-diagonal step: the queries' chunk (rank 1) lies wholly after the held keys (rank 0).
+    RingPosition position;
+    position.layout = make_token_layout(LayoutKind::contiguous, 2 * c.local_tokens, 2);
+    position.q_rank = 1;
+    position.kv_rank = 0;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(options.head_dim));
+
+    SparseAttnFwdParams fwd;
+    fwd.shape = shape;
+    fwd.position = position;
+    fwd.index = device_index.view;
+    fwd.softmax_scale = scale;
+    fwd.q = q.data();
+    fwd.k = k.data();
+    fwd.v = v.data();
+    fwd.out = out.data();
+    fwd.lse = lse.data();
+    fill_float(out, 0.0f);
+    fill_float(lse, -INFINITY);
+    launch_sparse_attn_fwd(fwd, nullptr);  // a real LSE and output for the backward
+    AttnBwdDeltaParams delta_params;
+    delta_params.shape = shape;
+    delta_params.dout = dout.data();
+    delta_params.out = out.data();
+    delta_params.delta = delta.data();
+    launch_attn_bwd_delta(delta_params, nullptr);
+    SPARSERING_CUDA_CHECK(cudaDeviceSynchronize());
+    // The backward is timed first: the timed forwards keep merging into out and lse.
+    SparseAttnBwdParams bwd;
+    bwd.shape = shape;
+    bwd.position = position;
+    bwd.index = device_index.view;
+    bwd.softmax_scale = scale;
+    bwd.q = q.data();
+    bwd.k = k.data();
+    bwd.v = v.data();
+    bwd.dout = dout.data();
+    bwd.lse = lse.data();
+    bwd.delta = delta.data();
+    bwd.dq = dq.data();
+    bwd.dk = dk.data();
+    bwd.dv = dv.data();
+    const Timing backward = time_launch([&] { launch_sparse_attn_bwd(bwd, nullptr); }, options.warmup, options.repeats, flush);
+    const Timing forward = time_launch([&] { launch_sparse_attn_fwd(fwd, nullptr); }, options.warmup, options.repeats, flush);
+
+    KernelMeasurement m;
+    m.q_heads = c.q_heads;
+    m.kv_heads = c.kv_heads;
+    m.local_tokens = c.local_tokens;
+    m.block_q = options.block_q;
+    m.block_k = options.block_k;
+    m.head_dim = options.head_dim;
+    m.tiles_per_list = c.tiles_per_list;
+    m.chunks_per_list = c.chunks_per_list;
+    m.placement = options.banded ? "banded" : "random";
+    m.lists = int64_t{index.rows} * index.q_blocks;
+    m.tiles = index.tiles();
+    m.column_chunks = index.column_chunks();
+    m.repeats = options.repeats;
+    for (const auto& [name, timing] : {std::pair<const char*, Timing>{"forward", forward}, {"backward", backward}}) {
+      m.direction = name;
+      m.under_filled = options.under_filled_ctas > 0
+                           ? (m.direction == "forward" ? m.lists : int64_t{c.kv_heads} * ((c.local_tokens + 63) / 64)) <
+                                 options.under_filled_ctas
+                           : launch_under_filled(m, prop.multiProcessorCount);
+      m.median_us = timing.median_us;
+      m.min_us = timing.min_us;
+      m.max_us = timing.max_us;
+      results.push_back(m);
+    }
+    if (progress) {
+      std::ostringstream line;
+      line.precision(4);
+      line << "kernel case " << (n + 1) << "/" << cases.size() << ": heads " << c.q_heads << "/" << c.kv_heads << ", "
+           << c.local_tokens << " tokens, " << c.tiles_per_list << " tiles + " << c.chunks_per_list
+           << " chunks per list: fwd " << forward.median_us << " us, bwd " << backward.median_us << " us";
+      progress(line.str());
+    }
+  }
+  return results;
+}
+
+}  // namespace sparsering

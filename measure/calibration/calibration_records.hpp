@@ -1,0 +1,49 @@
+// The raw measurements of `sparsering calibrate`, as plain structs shared by the GPU benchmarks
+// (measure/bench/) and the CPU side that fits them and writes them out as JSON and
+// CSV for notebooks (measure/calibration/calibration_output.hpp). No CUDA or NCCL types here.
+// Tested through tests/measure/calibration/calibration_output_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sparsering {
+
+/// One benchmarked kernel launch shape and its measured times (one direction).
+struct KernelMeasurement {
+  std::string direction;        ///< "forward" or "backward"
+  int32_t q_heads = 0;          ///< query heads of the launch (batch 1)
+  int32_t kv_heads = 0;
+  int64_t local_tokens = 0;     ///< query tokens = K/V chunk tokens of the step
+  int32_t block_q = 0;
+  int32_t block_k = 0;
+  int32_t head_dim = 0;
+  int32_t tiles_per_list = 0;   ///< per (head, query block)
+  int32_t chunks_per_list = 0;
+  std::string placement = "random";  ///< synthetic index: "random" or "banded" (synthetic_index.hpp)
+  int64_t lists = 0;            ///< heads x query blocks (the forward kernel's CTAs)
+  int64_t tiles = 0;            ///< all heads
+  int64_t column_chunks = 0;    ///< all heads
+  int32_t repeats = 0;
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double max_us = 0.0;
+  bool under_filled = false;    ///< under two waves of CTAs (kernel_bench.hpp): kept out of the fit
+  double predicted_us = 0.0;    ///< three-term model (the GPU config's), filled after the fit
+  double predicted_list_us = 0.0;  ///< four-term model (with a per-list cost), filled after the fit
+};
+
+/// One NCCL hop measurement.
+struct HopMeasurement {
+  std::string mode;        ///< "send" (GPU a -> b), "recv" (b -> a), "both" (a <-> b), "ring"
+  int32_t gpus = 0;        ///< GPUs taking part
+  int32_t ring_size = 0;   ///< ring mode: GPUs per ring (rings = gpus / ring_size); else 2
+  int64_t bytes = 0;       ///< message size per sender
+  int32_t repeats = 0;
+  int32_t iterations = 0;  ///< back-to-back hops per timed repeat
+  double median_us = 0.0;  ///< one hop
+  double min_us = 0.0;
+  double gbytes_per_s = 0.0;  ///< bytes / median time, per direction per sender (1e9 bytes/s)
+};
+
+}  // namespace sparsering

@@ -1,0 +1,119 @@
+// Drawing uses one seeded 64-bit generator, so an index is a pure function of its spec. Random
+// columns are rejection-sampled (tiles + chunks <= full key blocks guarantees enough candidates).
+// A banded row's pool has (tiles + chunks) x block_k columns: a list's tiles cover at most
+// tiles x block_k of them, so at least chunks x block_k always remain.
+#include "measure/calibration/synthetic_index.hpp"
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace sparsering {
+
+SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
+  require(spec.rows >= 1 && spec.q_len_tokens >= 1 && spec.kv_len_tokens >= 1, "synthetic index needs rows, q_len and kv_len >= 1, got ",
+          spec.rows, ", ", spec.q_len_tokens, ", ", spec.kv_len_tokens);
+  require(spec.block_q >= 1 && spec.block_k >= 1, "synthetic index needs block_q, block_k >= 1, got ", spec.block_q, ", ",
+          spec.block_k);
+  require(spec.tiles_per_list >= 0 && spec.chunks_per_list >= 0, "synthetic index counts must be >= 0, got ",
+          spec.tiles_per_list, " tiles and ", spec.chunks_per_list, " chunks per list");
+  const int64_t key_blocks = (spec.kv_len_tokens + spec.block_k - 1) / spec.block_k;
+  // Full blocks only for columns: the last block may be partial, so leave it out of the budget.
+  const int64_t full_blocks = spec.kv_len_tokens / spec.block_k;
+  require(spec.tiles_per_list <= key_blocks && (spec.chunks_per_list == 0 || spec.tiles_per_list + spec.chunks_per_list <= full_blocks),
+          "synthetic index: ", spec.tiles_per_list, " tiles + ", spec.chunks_per_list, " chunks per list do not fit ",
+          full_blocks, " full key blocks of ", spec.block_k, " tokens");
+  const int64_t q_blocks = (spec.q_len_tokens + spec.block_q - 1) / spec.block_q;
+  const int64_t lists = int64_t{spec.rows} * q_blocks;
+  require(lists * (spec.tiles_per_list + int64_t{spec.chunks_per_list} * spec.block_k) < (int64_t{1} << 31),
+          "synthetic index too large for int32 offsets");
+
+  SparseIndex index;
+  index.rows = spec.rows;
+  index.q_len = spec.q_len_tokens;
+  index.kv_len = spec.kv_len_tokens;
+  index.block_q = spec.block_q;
+  index.block_k = spec.block_k;
+  index.q_blocks = static_cast<int32_t>(q_blocks);
+  const auto list_count = static_cast<size_t>(lists);
+  const auto tiles_per_list = static_cast<size_t>(spec.tiles_per_list);
+  const size_t columns_per_list = static_cast<size_t>(spec.chunks_per_list) * static_cast<size_t>(spec.block_k);
+  index.tile_offsets.resize(list_count + 1);
+  index.column_offsets.resize(list_count + 1);
+  index.tile_block.reserve(list_count * tiles_per_list);
+  index.tile_masked.assign(list_count * tiles_per_list, 0);
+  index.column_index.reserve(list_count * columns_per_list);
+
+  std::mt19937_64 rng(spec.seed);
+  std::uniform_int_distribution<int64_t> pick_block(0, key_blocks - 1);
+  std::uniform_int_distribution<int64_t> pick_column(0, spec.kv_len_tokens - 1);
+  std::vector<uint8_t> in_tiles(static_cast<size_t>(key_blocks), 0);
+  std::vector<int32_t> blocks;
+  std::vector<int32_t> columns;
+  std::vector<int64_t> offsets;   // banded: the row's diagonals
+  std::vector<int32_t> pool;      // banded: the row's columns, in draw order
+  for (size_t list = 0; list < list_count; ++list) {
+    index.tile_offsets[list] = static_cast<int32_t>(index.tile_block.size());
+    index.column_offsets[list] = static_cast<int32_t>(index.column_index.size());
+    const auto q_block = static_cast<int64_t>(list % static_cast<size_t>(q_blocks));
+    if (spec.banded && q_block == 0) {
+      offsets.clear();
+      while (offsets.size() < tiles_per_list) {
+        const int64_t s = pick_block(rng);
+        if (std::find(offsets.begin(), offsets.end(), s) == offsets.end()) offsets.push_back(s);
+      }
+      pool.clear();
+      std::vector<int32_t> sorted;
+      const size_t pool_size = columns_per_list == 0 ? 0 : columns_per_list + tiles_per_list * static_cast<size_t>(spec.block_k);
+      std::uniform_int_distribution<int64_t> pick_full_column(0, full_blocks * spec.block_k - 1);
+      while (pool.size() < pool_size) {
+        const auto c = static_cast<int32_t>(pick_full_column(rng));
+        const auto at = std::lower_bound(sorted.begin(), sorted.end(), c);
+        if (at != sorted.end() && *at == c) continue;
+        sorted.insert(at, c);
+        pool.push_back(c);
+      }
+    }
+    blocks.clear();
+    if (spec.banded) {
+      for (const int64_t s : offsets) blocks.push_back(static_cast<int32_t>((q_block + s) % key_blocks));
+    } else {
+      while (blocks.size() < tiles_per_list) {
+        const int64_t j = pick_block(rng);
+        if (in_tiles[static_cast<size_t>(j)] != 0) continue;
+        in_tiles[static_cast<size_t>(j)] = 1;
+        blocks.push_back(static_cast<int32_t>(j));
+      }
+      for (const int32_t j : blocks) in_tiles[static_cast<size_t>(j)] = 0;
+    }
+    std::sort(blocks.begin(), blocks.end());
+    for (const int32_t j : blocks) in_tiles[static_cast<size_t>(j)] = 1;
+    index.tile_block.insert(index.tile_block.end(), blocks.begin(), blocks.end());
+    columns.clear();
+    if (spec.banded) {
+      for (size_t k = 0; k < pool.size() && columns.size() < columns_per_list; ++k) {
+        if (in_tiles[static_cast<size_t>(pool[k] / spec.block_k)] == 0) columns.push_back(pool[k]);
+      }
+      std::sort(columns.begin(), columns.end());
+    }
+    while (columns.size() < columns_per_list) {
+      // Draw a batch, then drop duplicates and columns under a tile; repeat until enough remain.
+      const size_t missing = columns_per_list - columns.size();
+      for (size_t k = 0; k < missing; ++k) {
+        const int64_t c = pick_column(rng);
+        if (in_tiles[static_cast<size_t>(c / spec.block_k)] == 0) columns.push_back(static_cast<int32_t>(c));
+      }
+      std::sort(columns.begin(), columns.end());
+      columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    }
+    index.column_index.insert(index.column_index.end(), columns.begin(), columns.end());
+    for (const int32_t j : blocks) in_tiles[static_cast<size_t>(j)] = 0;
+  }
+  index.tile_offsets[list_count] = static_cast<int32_t>(index.tile_block.size());
+  index.column_offsets[list_count] = static_cast<int32_t>(index.column_index.size());
+  return index;
+}
+
+}  // namespace sparsering

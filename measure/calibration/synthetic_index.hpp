@@ -1,0 +1,41 @@
+// Synthetic sparse indices for the kernel cost benchmarks: every (row, query block) list holds
+// exactly `tiles_per_list` key tiles and `chunks_per_list` x block_k vertical columns, drawn at
+// random (seeded) from a K/V chunk that lies wholly before the queries (an off-diagonal ring step:
+// no pair fails causality, so no tile is masked). Controlled counts let the fit separate the cost
+// of a tile from the cost of a gathered chunk. Two placements: uniformly random per list (no reuse
+// between lists: the worst case for caches), or banded like real vertical-slash patterns (each
+// head's tiles lie on fixed diagonals, so list i + 1 meets the key blocks of list i shifted by one,
+// and each head gathers its columns from one pool shared by all its lists).
+// Tested in tests/measure/calibration/synthetic_index_test.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/sparse_index.hpp"
+
+namespace sparsering {
+
+/// What to draw. Sizes in tokens; counts per (row, query block) list.
+struct SyntheticIndexSpec {
+  int32_t rows = 1;              ///< batch x query heads
+  int64_t q_len_tokens = 0;      ///< local query tokens
+  int64_t kv_len_tokens = 0;     ///< tokens of the held K/V chunk
+  int32_t block_q = 64;
+  int32_t block_k = 64;
+  int32_t tiles_per_list = 0;    ///< distinct key blocks in each tile list
+  int32_t chunks_per_list = 0;   ///< each column list holds chunks_per_list x block_k columns
+  uint64_t seed = 0;
+  bool banded = false;           ///< banded placement (see above) instead of random per list
+};
+
+/// Draws the index. Tile blocks are distinct and ascending; columns are distinct, ascending and
+/// outside the list's tile blocks; no tile is masked. Banded: list i of a row holds blocks
+/// (i + s) mod key_blocks for the row's tiles_per_list distinct offsets s, and its columns are the
+/// first chunks_per_list x block_k columns of the row's pool (drawn once, (tiles + chunks) x
+/// block_k columns) that lie outside its tiles. The result passes validate_sparse_index,
+/// has rows x q_blocks x tiles_per_list tiles and rows x q_blocks x chunks_per_list column chunks.
+/// Throws InputError when a count is negative or tiles + chunks exceed the chunk's key blocks
+/// (ceil(kv_len / block_k)), or for non-positive sizes.
+SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec);
+
+}  // namespace sparsering

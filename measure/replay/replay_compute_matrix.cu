@@ -1,0 +1,244 @@
+// Replay measurement (see replay_compute_matrix.hpp). Inputs are hashed bf16 values in [-1, 1)
+// written on the device (their values do not change which tiles run, only the numbers); the
+// running output starts at (0, -inf) for each position, as in the ring.
+#include "measure/replay/replay_compute_matrix.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/error.hpp"
+#include "kernels/cuda/attn_bwd_delta.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/sparse_attn_bwd.hpp"
+#include "kernels/cuda/sparse_attn_fwd.hpp"
+#include "kernels/cuda/sparse_index_build.hpp"
+#include "core/ring_schedule.hpp"
+
+namespace sparsering {
+namespace {
+
+constexpr int kFillThreads = 256;
+
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/// bf16 values in [-1, 1) from (seed, index).
+__global__ void fill_bf16_kernel(bf16_bits* data, int64_t count, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t bits = mix64(seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i));
+    const float value = static_cast<float>(bits >> 40) * (1.0f / 8388608.0f) - 1.0f;  // 24 bits -> [-1, 1)
+    data[i] = static_cast<bf16_bits>(__float_as_uint(value) >> 16);
+  }
+}
+
+__global__ void fill_f32_kernel(float* data, int64_t count, float value) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    data[i] = value;
+  }
+}
+
+unsigned grid_for(size_t count) {
+  const size_t blocks = (count + kFillThreads - 1) / kFillThreads;
+  return static_cast<unsigned>(std::clamp<size_t>(blocks, 1, 65535));
+}
+
+void fill_bf16(DeviceBuffer<bf16_bits>& buffer, uint64_t seed, cudaStream_t stream) {
+  fill_bf16_kernel<<<grid_for(buffer.size()), kFillThreads, 0, stream>>>(buffer.data(),
+                                                                        static_cast<int64_t>(buffer.size()), seed);
+  SPARSERING_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_f32(DeviceBuffer<float>& buffer, float value, cudaStream_t stream) {
+  fill_f32_kernel<<<grid_for(buffer.size()), kFillThreads, 0, stream>>>(buffer.data(),
+                                                                       static_cast<int64_t>(buffer.size()), value);
+  SPARSERING_CUDA_CHECK(cudaGetLastError());
+}
+
+class CudaEvent {
+ public:
+  CudaEvent() { SPARSERING_CUDA_CHECK(cudaEventCreate(&event_)); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  ~CudaEvent() { (void)cudaEventDestroy(event_); }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+/// Times `launch` `iterations` times after `warmup` untimed launches; median in microseconds.
+template <typename Launch>
+double time_launches(const Launch& launch, int32_t warmup, int32_t iterations, cudaStream_t stream,
+                     std::vector<CudaEvent>& events) {
+  for (int32_t i = 0; i < warmup; ++i) launch();
+  for (int32_t i = 0; i < iterations; ++i) {
+    SPARSERING_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * i)].get(), stream));
+    launch();
+    SPARSERING_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * i + 1)].get(), stream));
+  }
+  SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> times;
+  for (int32_t i = 0; i < iterations; ++i) {
+    float ms = 0.0f;
+    SPARSERING_CUDA_CHECK(cudaEventElapsedTime(&ms, events[static_cast<size_t>(2 * i)].get(),
+                                               events[static_cast<size_t>(2 * i + 1)].get()));
+    times.push_back(static_cast<double>(ms) * 1e3);
+  }
+  return median_of(std::move(times));
+}
+
+/// Vertical chunks of an index: sum over lists of ceil(columns / block_k).
+int64_t column_chunks_of(const DeviceSparseIndex& index) {
+  if (index.columns == 0) return 0;
+  const std::vector<int32_t> offsets = index.column_offsets.download();
+  int64_t chunks = 0;
+  for (size_t k = 0; k + 1 < offsets.size(); ++k) {
+    const int64_t columns = offsets[k + 1] - offsets[k];
+    chunks += (columns + index.block_k - 1) / index.block_k;
+  }
+  return chunks;
+}
+
+}  // namespace
+
+MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptions& options) {
+  require(options.iterations >= 1, "--iterations must be >= 1, got ", options.iterations);
+  require(options.warmup >= 0, "replay warm-up must be >= 0, got ", options.warmup);
+  int device_count = 0;
+  SPARSERING_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  require(options.device >= 0 && options.device < device_count, "CUDA device ", options.device,
+          " does not exist (", device_count, " present)");
+  SPARSERING_CUDA_CHECK(cudaSetDevice(options.device));
+
+  const RingSchedule schedule(problem.level_sizes);
+  const int32_t w = problem.ranks();
+  require(schedule.ranks() == w, "ring levels multiply to ", schedule.ranks(), ", the layout has ", w, " ranks");
+  const AttentionShape& shape = problem.shape;
+  const auto q_count = static_cast<size_t>(shape.batch) * static_cast<size_t>(shape.q_heads) *
+                       static_cast<size_t>(shape.q_len) * static_cast<size_t>(shape.head_dim);
+  const auto kv_count = static_cast<size_t>(shape.batch) * static_cast<size_t>(shape.kv_heads) *
+                        static_cast<size_t>(shape.kv_len) * static_cast<size_t>(shape.head_dim);
+  const auto row_count = static_cast<size_t>(shape.batch) * static_cast<size_t>(shape.q_heads) *
+                         static_cast<size_t>(shape.q_len);
+
+  // Kept sets on the device, once.
+  const PaddedKeptSets padded = pad_kept_sets(problem);
+  DeviceBuffer<int32_t> vertical_count(padded.vertical_count);
+  DeviceBuffer<int32_t> vertical_keys(padded.vertical_keys);
+  DeviceBuffer<int32_t> slash_count(padded.slash_count);
+  DeviceBuffer<int32_t> slash_offsets(padded.slash_offsets);
+  KeptSetsView kept;
+  kept.rows = padded.rows;
+  kept.capacity = padded.capacity;
+  kept.vertical_count = vertical_count.data();
+  kept.vertical_keys = vertical_keys.data();
+  kept.slash_count = slash_count.data();
+  kept.slash_offsets = slash_offsets.data();
+
+  CudaStream stream;
+  DeviceBuffer<bf16_bits> q(q_count);    // (B, Hq, S, D)
+  DeviceBuffer<bf16_bits> k(kv_count);   // (B, Hkv, S, D)
+  DeviceBuffer<bf16_bits> v(kv_count);   // (B, Hkv, S, D)
+  DeviceBuffer<bf16_bits> dout(q_count); // (B, Hq, S, D)
+  DeviceBuffer<float> out(q_count);      // (B, Hq, S, D)
+  DeviceBuffer<float> lse(row_count);    // (B, Hq, S)
+  DeviceBuffer<float> delta(row_count);  // (B, Hq, S)
+  DeviceBuffer<float> dq(q_count);       // (B, Hq, S, D)
+  DeviceBuffer<float> dk(kv_count);      // (B, Hkv, S, D)
+  DeviceBuffer<float> dv(kv_count);      // (B, Hkv, S, D)
+  fill_bf16(q, options.seed * 4 + 0, stream.get());
+  fill_bf16(k, options.seed * 4 + 1, stream.get());
+  fill_bf16(v, options.seed * 4 + 2, stream.get());
+  fill_bf16(dout, options.seed * 4 + 3, stream.get());
+  std::vector<CudaEvent> events(static_cast<size_t>(2 * options.iterations));
+
+  MeasuredLayer measured;
+  measured.mode = "replay";
+  measured.ranks = w;
+  measured.iterations = options.iterations;
+  const size_t cells = static_cast<size_t>(w) * static_cast<size_t>(w);
+  measured.forward.compute_us.assign(cells, 0.0);
+  measured.backward.compute_us.assign(cells, 0.0);
+
+  for (int32_t p = 0; p < w; ++p) {
+    fill_f32(out, 0.0f, stream.get());
+    fill_f32(lse, -std::numeric_limits<float>::infinity(), stream.get());
+    fill_f32(dq, 0.0f, stream.get());
+    fill_f32(dk, 0.0f, stream.get());
+    fill_f32(dv, 0.0f, stream.get());
+    std::vector<DeviceSparseIndex> indices;
+    std::vector<RingPosition> positions;
+    for (int32_t t = 0; t < w; ++t) {
+      RingPosition position{problem.layout, p, schedule.source(p, t)};
+      indices.push_back(launch_build_sparse_index(kept, position, problem.block_q, problem.block_k, stream.get()));
+      positions.push_back(position);
+      measured.tiles += indices.back().tiles;
+      measured.column_chunks += column_chunks_of(indices.back());
+    }
+    for (int32_t t = 0; t < w; ++t) {
+      const DeviceSparseIndex& index = indices[static_cast<size_t>(t)];
+      if (index.tiles == 0 && index.columns == 0) continue;
+      SparseAttnFwdParams params;
+      params.shape = shape;
+      params.position = positions[static_cast<size_t>(t)];
+      params.index = index.view();
+      params.softmax_scale = problem.softmax_scale;
+      params.q = q.data();
+      params.k = k.data();
+      params.v = v.data();
+      params.out = out.data();
+      params.lse = lse.data();
+      measured.forward.compute_us[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)] =
+          time_launches([&] { launch_sparse_attn_fwd(params, stream.get()); }, options.warmup, options.iterations,
+                        stream.get(), events);
+    }
+    AttnBwdDeltaParams delta_params;
+    delta_params.shape = shape;
+    delta_params.dout = dout.data();
+    delta_params.out = out.data();
+    delta_params.delta = delta.data();
+    launch_attn_bwd_delta(delta_params, stream.get());
+    for (int32_t t = 0; t < w; ++t) {
+      const DeviceSparseIndex& index = indices[static_cast<size_t>(t)];
+      if (index.tiles == 0 && index.columns == 0) continue;
+      SparseAttnBwdParams params;
+      params.shape = shape;
+      params.position = positions[static_cast<size_t>(t)];
+      params.index = index.view();
+      params.softmax_scale = problem.softmax_scale;
+      params.q = q.data();
+      params.k = k.data();
+      params.v = v.data();
+      params.dout = dout.data();
+      params.lse = lse.data();
+      params.delta = delta.data();
+      params.dq = dq.data();
+      params.dk = dk.data();
+      params.dv = dv.data();
+      measured.backward.compute_us[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)] =
+          time_launches([&] { launch_sparse_attn_bwd(params, stream.get()); }, options.warmup, options.iterations,
+                        stream.get(), events);
+    }
+    stream.synchronize();
+  }
+  return measured;
+}
+
+}  // namespace sparsering

@@ -1,0 +1,137 @@
+// JSON and Perfetto outputs of a validation (see validation_json.hpp).
+#include "measure/validation/validation_json.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/core/sim_time.hpp"
+
+namespace sparsering {
+namespace {
+
+using nlohmann::json;
+
+json errors_json(const ErrorSummary& e) {
+  return json{{"cells", e.count},
+              {"median_abs", e.median_abs},
+              {"worst_abs", e.worst_abs},
+              {"worst_signed", e.worst_signed},
+              {"mean_signed", e.mean_signed}};
+}
+
+json pass_json(const PassComparison& pass) {
+  json out{{"predicted_ms", pass.predicted_ms},
+           {"measured_ms", pass.measured_ms},
+           {"error", pass.error},
+           {"predicted_exposed_comm_ms", pass.predicted_exposed_comm_ms},
+           {"measured_exposed_comm_ms", pass.measured_exposed_comm_ms},
+           {"compute_error", errors_json(pass.compute_error)},
+           {"predicted_compute_us", pass.predicted_compute_us},
+           {"measured_compute_us", pass.measured_compute_us},
+           {"predicted_step_us", pass.predicted_step_us},
+           {"measured_step_us", pass.measured_step_us},
+           {"predicted_comm_us", pass.predicted_comm_us},
+           {"measured_comm_us", pass.measured_comm_us},
+           {"step_overlap_ratio", pass.step_overlap_ratio}};
+  return out;
+}
+
+json work_json(const WorkCounts& w) {
+  return json{{"tiles", w.tiles}, {"masked_tiles", w.masked_tiles}, {"columns", w.columns},
+              {"column_chunks", w.column_chunks}};
+}
+
+void add_event(json& events, const std::string& name, int32_t pid, int32_t tid, double ts_us, double dur_us,
+               const json& args) {
+  events.push_back(json{{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", ts_us}, {"dur", dur_us},
+                        {"args", args}});
+}
+
+/// Events of one pass starting at `offset_us`; returns the pass end.
+double add_pass(json& events, const ValidationReport& report, const PassComparison& pass, const MeasuredPass& measured,
+                double offset_us) {
+  const int32_t w = report.ranks;
+  const char* dir = pass.backward ? "bwd" : "fwd";
+  double end = offset_us;
+  const bool replay = report.mode == "replay";
+  const bool timed = !replay && measured.compute_start_us.size() == measured.compute_us.size();
+  for (int32_t p = 0; p < w; ++p) {
+    for (int32_t t = 0; t < w; ++t) {
+      const size_t k = static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t);
+      const double dur = measured.compute_us[k];
+      double start = 0.0;
+      if (replay) {
+        start = ns_to_us(pass.derived_run.at(p, t).compute_start_ns);
+      } else if (timed) {
+        start = measured.compute_start_us[k];
+      } else {
+        continue;
+      }
+      add_event(events, std::string(dir) + " step " + std::to_string(t), p, 0, offset_us + start, dur,
+                json{{"position", p}, {"step", t}, {"predicted_us", pass.predicted_compute_us[k]}});
+      end = std::max(end, offset_us + start + dur);
+      if (replay && t >= 1) {
+        const RingStepRecord& r = pass.derived_run.at(p, t);
+        add_event(events, std::string(dir) + " recv " + std::to_string(t), p, 1, offset_us + ns_to_us(r.recv_start_ns),
+                  ns_to_us(r.recv_end_ns - r.recv_start_ns), json{{"source", "link model"}});
+      } else if (!replay && t >= 1 && measured.comm_start_us.size() == measured.compute_us.size() &&
+                 measured.comm_us.size() == measured.compute_us.size()) {
+        add_event(events, std::string(dir) + " recv " + std::to_string(t), p, 1,
+                  offset_us + measured.comm_start_us[k], measured.comm_us[k], json{{"source", "measured"}});
+      }
+    }
+  }
+  if (replay) end = std::max(end, offset_us + ns_to_us(pass.derived_run.end_ns));
+  if (!replay) end = std::max(end, offset_us + pass.measured_ms * 1e3);
+  return end;
+}
+
+}  // namespace
+
+nlohmann::json validation_to_json(const ValidationReport& report, const nlohmann::json& provenance) {
+  json out;
+  out["format"] = "sparsering-validation";
+  out["version"] = 1;
+  out["mode"] = report.mode;
+  out["plan"] = report.plan_name;
+  out["description"] = report.description;
+  out["layout"] = report.layout;
+  out["dense"] = report.dense;
+  out["seq_len_tokens"] = report.seq_len_tokens;
+  out["ranks"] = report.ranks;
+  out["ring_levels"] = report.level_sizes;
+  out["layer"] = report.layer;
+  out["sample"] = report.sample;
+  out["iterations"] = report.iterations;
+  out["cost_source"] = report.cost_source;
+  out["predicted_work"] = work_json(report.predicted_work);
+  out["measured_work"] = json{{"tiles", report.measured_tiles}, {"column_chunks", report.measured_column_chunks}};
+  out["forward"] = pass_json(report.forward);
+  out["backward"] = pass_json(report.backward);
+  out["targets"] = json{{"layer_time_worst_abs_error", kLayerTimeWorstTarget},
+                        {"layer_time_median_abs_error", kLayerTimeMedianTarget},
+                        {"step_overlap_ratio", kStepOverlapTarget},
+                        {"layer_time_met", report.layer_time_met},
+                        {"step_overlap_met", report.mode == "ring" ? json(report.step_overlap_met) : json(nullptr)}};
+  out["provenance"] = provenance;
+  return out;
+}
+
+nlohmann::json measured_timeline_json(const ValidationReport& report, const MeasuredLayer& measured) {
+  json events = json::array();
+  for (int32_t p = 0; p < report.ranks; ++p) {
+    events.push_back(json{{"name", "process_name"}, {"ph", "M"}, {"pid", p}, {"args", {{"name", "position " + std::to_string(p)}}}});
+    events.push_back(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", p}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+    events.push_back(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", p}, {"tid", 1}, {"args", {{"name", "recv"}}}});
+  }
+  const double forward_end = add_pass(events, report, report.forward, measured.forward, 0.0);
+  add_pass(events, report, report.backward, measured.backward, forward_end);
+  json metadata{{"mode", report.mode}, {"plan", report.plan_name}, {"layer", report.layer}};
+  metadata["placement"] = report.mode == "replay"
+                              ? "kernel durations measured on one GPU; start times from the simulator's schedule "
+                                "re-run with them; transfers from the link model"
+                              : "measured on the ring's GPUs";
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", metadata}};
+}
+
+}  // namespace sparsering

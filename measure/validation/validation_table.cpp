@@ -1,0 +1,67 @@
+// Side-by-side tables of a validation (see validation_table.hpp).
+#include "measure/validation/validation_table.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/table.hpp"
+
+namespace sparsering {
+namespace {
+
+std::string percent(double error) { return str(error >= 0 ? "+" : "", fixed(100.0 * error, 1), "%"); }
+
+std::string cell_or_dash(const std::vector<double>& values, size_t k, int digits) {
+  return k < values.size() ? fixed(values[k], digits) : "-";
+}
+
+}  // namespace
+
+void print_validation(std::ostream& out, const ValidationReport& report, int max_steps) {
+  out << "validate " << report.plan_name << ", layer " << report.layer << " (" << report.mode << "): "
+      << report.description << "\n";
+  out << "predicted kernel costs: " << report.cost_source << "\n";
+  if (report.mode == "replay") {
+    out << "measured layer times: the simulator's ring schedule over the compute matrix measured on one GPU\n";
+  }
+  Table summary({"figure", "predicted", "measured", "error"});
+  for (const PassComparison* pass : {&report.forward, &report.backward}) {
+    const char* dir = pass->backward ? "bwd" : "fwd";
+    summary.add_row({str("attention ", dir, " (ms)"), fixed(pass->predicted_ms, 3), fixed(pass->measured_ms, 3),
+                     percent(pass->error)});
+    summary.add_row({str("exposed comm ", dir, " (ms)"), fixed(pass->predicted_exposed_comm_ms, 3),
+                     fixed(pass->measured_exposed_comm_ms, 3), "-"});
+    summary.add_row({str("compute ", dir, " per (rank, step)"), str(pass->compute_error.count, " cells"),
+                     str("median |err| ", fixed(100.0 * pass->compute_error.median_abs, 1), "%"),
+                     str("worst ", percent(pass->compute_error.worst_signed))});
+  }
+  summary.print(out);
+
+  const auto steps = static_cast<size_t>(report.ranks);
+  const size_t shown = std::min(steps, static_cast<size_t>(std::max(max_steps, 1)));
+  Table per_step({"step", "fwd step pred (us)", "fwd step meas (us)", "fwd comm pred (us)", "bwd step pred (us)",
+                  "bwd step meas (us)", "fwd overlap", "bwd overlap"});
+  for (size_t t = 0; t < shown; ++t) {
+    const auto ratio = [&](const PassComparison& pass) {
+      return t >= 1 && t - 1 < pass.step_overlap_ratio.size() ? fixed(pass.step_overlap_ratio[t - 1], 2) : "-";
+    };
+    per_step.add_row({std::to_string(t), cell_or_dash(report.forward.predicted_step_us, t, 1),
+                      cell_or_dash(report.forward.measured_step_us, t, 1),
+                      cell_or_dash(report.forward.predicted_comm_us, t, 1),
+                      cell_or_dash(report.backward.predicted_step_us, t, 1),
+                      cell_or_dash(report.backward.measured_step_us, t, 1), ratio(report.forward),
+                      ratio(report.backward)});
+  }
+  out << "per ring step (slowest position):\n";
+  per_step.print(out);
+  if (shown < steps) out << "(" << steps - shown << " more steps in validation.json)\n";
+  out << "target per-layer attention time within " << fixed(100.0 * kLayerTimeWorstTarget, 0)
+      << "% (fwd and bwd): " << (report.layer_time_met ? "met" : "MISSED") << "\n";
+  if (report.mode == "ring") {
+    out << "target measured step <= " << fixed(kStepOverlapTarget, 2) << " x max(compute, comm): "
+        << (report.step_overlap_met ? "met" : "MISSED") << "\n";
+  }
+}
+
+}  // namespace sparsering

@@ -1,0 +1,125 @@
+// Tests of measure/calibration/kernel_fit.hpp: exact recovery from noise-free data, recovery of
+// known coefficients from fresh noisy data, the non-negativity rule, terms with no data, the
+// residual figures against hand-computed values, and refusal of bad samples.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "../config/config_test_util.hpp"
+#include "measure/calibration/kernel_fit.hpp"
+
+namespace sparsering {
+namespace {
+
+std::vector<KernelSample> grid(const KernelCostCoefficients& c, double noise, std::mt19937_64& rng) {
+  std::normal_distribution<double> jitter(0.0, noise);
+  std::vector<KernelSample> samples;
+  for (const int64_t tiles : {int64_t{0}, int64_t{1000}, int64_t{30000}, int64_t{400000}, int64_t{2000000}}) {
+    for (const int64_t chunks : {int64_t{0}, int64_t{5000}, int64_t{80000}, int64_t{600000}}) {
+      if (tiles == 0 && chunks == 0) continue;
+      samples.push_back({tiles, chunks, predict_kernel_us(c, tiles, chunks) * (1.0 + jitter(rng))});
+    }
+  }
+  return samples;
+}
+
+TEST(KernelFit, RecoversExactCoefficientsWithoutNoise) {
+  std::mt19937_64 rng(1);
+  const KernelCostCoefficients truth{12.5, 0.0081, 0.0133};
+  const KernelFit fit = fit_kernel_cost(grid(truth, 0.0, rng));
+  EXPECT_NEAR(fit.coefficients.launch_us, truth.launch_us, 1e-6);
+  EXPECT_NEAR(fit.coefficients.per_tile_us, truth.per_tile_us, 1e-10);
+  EXPECT_NEAR(fit.coefficients.per_vertical_chunk_us, truth.per_vertical_chunk_us, 1e-10);
+  EXPECT_LT(fit.max_relative_error, 1e-9);
+  EXPECT_NEAR(fit.r_squared, 1.0, 1e-12);
+}
+
+TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> pick(0.5, 2.0);
+  for (int trial = 0; trial < 20; ++trial) {
+    const KernelCostCoefficients truth{20.0 * pick(rng), 0.01 * pick(rng), 0.02 * pick(rng)};
+    const KernelFit fit = fit_kernel_cost(grid(truth, 0.01, rng));
+    EXPECT_NEAR(fit.coefficients.launch_us / truth.launch_us, 1.0, 0.15);  // set by the few smallest launches
+    EXPECT_NEAR(fit.coefficients.per_tile_us / truth.per_tile_us, 1.0, 0.03);
+    EXPECT_NEAR(fit.coefficients.per_vertical_chunk_us / truth.per_vertical_chunk_us, 1.0, 0.03);
+    EXPECT_LT(fit.median_relative_error, 0.02);
+    EXPECT_LT(fit.max_relative_error, 0.06);
+    EXPECT_GT(fit.r_squared, 0.999);
+    EXPECT_EQ(fit.samples, 19);
+  }
+}
+
+TEST(KernelFit, RecoversAPerListCostWhenAsked) {
+  // Launches of 1-48 tiles per list over 1K-32K lists, the shape of the benchmark grid; the
+  // three-term form cannot absorb the per-list cost, the four-term form recovers it.
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<double> jitter(0.0, 0.01);
+  const KernelCostCoefficients truth{8.0, 0.0097, 0.0097};
+  const double per_list = 0.03;
+  std::vector<KernelSample> samples;
+  for (const int64_t lists : {int64_t{1024}, int64_t{4096}, int64_t{32768}}) {
+    for (const auto& [t, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {4, 0}, {48, 0}, {0, 2}, {4, 4}, {8, 16}}) {
+      const double time = predict_kernel_us(truth, lists * t, lists * c, per_list, lists) * (1.0 + jitter(rng));
+      samples.push_back({lists * t, lists * c, time, lists});
+    }
+  }
+  const KernelFit three = fit_kernel_cost(samples);
+  EXPECT_EQ(three.per_list_us, 0.0);
+  EXPECT_GT(three.max_relative_error, 0.3);
+  const KernelFit four = fit_kernel_cost(samples, true);
+  EXPECT_NEAR(four.per_list_us / per_list, 1.0, 0.05);
+  EXPECT_NEAR(four.coefficients.per_tile_us / truth.per_tile_us, 1.0, 0.05);
+  EXPECT_NEAR(four.coefficients.per_vertical_chunk_us / truth.per_vertical_chunk_us, 1.0, 0.05);
+  EXPECT_LT(four.max_relative_error, 0.05);
+}
+
+TEST(KernelFit, PinsANegativeLaunchCostAtZero) {
+  // Times exactly proportional to tiles with a small negative offset: the free fit would give a
+  // negative launch cost.
+  std::vector<KernelSample> samples{{100, 0, 0.9}, {1000, 0, 9.9}, {10000, 0, 99.9}};
+  const KernelFit fit = fit_kernel_cost(samples);
+  EXPECT_EQ(fit.coefficients.launch_us, 0.0);
+  EXPECT_GT(fit.coefficients.per_tile_us, 0.0);
+  EXPECT_EQ(fit.coefficients.per_vertical_chunk_us, 0.0);
+}
+
+TEST(KernelFit, TermWithoutDataGetsZero) {
+  const std::vector<KernelSample> samples{{10, 0, 11.0}, {100, 0, 20.0}, {1000, 0, 110.0}};
+  const KernelFit fit = fit_kernel_cost(samples);
+  EXPECT_NEAR(fit.coefficients.launch_us, 10.0, 1e-9);
+  EXPECT_NEAR(fit.coefficients.per_tile_us, 0.1, 1e-12);
+  EXPECT_EQ(fit.coefficients.per_vertical_chunk_us, 0.0);
+}
+
+TEST(KernelFit, ResidualFiguresMatchHandComputation) {
+  // Model: 10 + 1 x tiles. Predictions 11, 20, 110 against times 10, 25, 100:
+  // errors +10%, -20%, +10%; median |err| 10%, max 20%.
+  const KernelCostCoefficients c{10.0, 1.0, 0.0};
+  const std::vector<KernelSample> samples{{1, 0, 10.0}, {10, 0, 25.0}, {100, 0, 100.0}};
+  const KernelFit fit = evaluate_kernel_cost(c, samples);
+  ASSERT_EQ(fit.relative_errors.size(), 3u);
+  EXPECT_NEAR(fit.relative_errors[0], 0.1, 1e-12);
+  EXPECT_NEAR(fit.relative_errors[1], -0.2, 1e-12);
+  EXPECT_NEAR(fit.median_relative_error, 0.1, 1e-12);
+  EXPECT_NEAR(fit.max_relative_error, 0.2, 1e-12);
+  // mean 45; SS_tot = 35^2 + 20^2 + 55^2 = 4650; SS_res = 1 + 25 + 100 = 126.
+  EXPECT_NEAR(fit.r_squared, 1.0 - 126.0 / 4650.0, 1e-12);
+}
+
+TEST(KernelFit, RefusesBadSamples) {
+  test::expect_input_error([] { fit_kernel_cost(std::vector<KernelSample>{{1, 0, 1.0}, {2, 0, 2.0}}); }, {"at least 3"});
+  test::expect_input_error([] { fit_kernel_cost(std::vector<KernelSample>{{1, 0, 1.0}, {2, 0, 0.0}, {3, 0, 3.0}}); },
+                           {"sample 1", "time_us"});
+  test::expect_input_error([] { fit_kernel_cost(std::vector<KernelSample>{{1, 0, 1.0}, {2, -1, 2.0}, {3, 0, 3.0}}); },
+                           {"sample 1", "negative"});
+  test::expect_input_error([] { fit_kernel_cost(std::vector<KernelSample>{{0, 1, 1.0}, {0, 2, 2.0}, {0, 3, 3.0}}); },
+                           {"with a tile"});
+  test::expect_input_error([] { fit_kernel_cost(std::vector<KernelSample>{{1, 0, NAN}, {2, 0, 2.0}, {3, 0, 3.0}}); },
+                           {"finite"});
+}
+
+}  // namespace
+}  // namespace sparsering

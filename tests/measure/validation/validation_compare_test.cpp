@@ -1,0 +1,220 @@
+// Tests of the validation's CPU side: the problem built from a plan and a trace
+// (measure/validation/validation_problem.hpp), the comparison (validation_compare.hpp), the ring
+// runtime bridge (ring_measurement.hpp) and the outputs (validation_json.hpp, validation_table.hpp).
+// Oracles: the simulator's own prediction fed back as the "measurement" gives zero error and the
+// same layer time; scaled measurements give the hand-derived errors; kept sets against the
+// trace's recall selection.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "measure/validation/ring_measurement.hpp"
+#include "measure/validation/validation_compare.hpp"
+#include "measure/validation/validation_json.hpp"
+#include "measure/validation/validation_problem.hpp"
+#include "measure/validation/validation_table.hpp"
+#include "sim/step/simulation.hpp"
+#include "traces/recall.hpp"
+#include "traces/safetensors_trace.hpp"
+
+namespace sparsering {
+namespace {
+
+const std::filesystem::path kRoot = SPARSERING_SOURCE_DIR;
+
+LoadedPlan plan_32k(const std::string& layout, int ranks, bool sparse, const std::string& levels = "") {
+  const std::string text = str(
+      "name: t\nmodel: qwen2.5-3b\ncluster: h200-8x-nvlink\nseq_len_tokens: 32768\ncontext_parallel: ", ranks,
+      "\nhead_parallel: 1\ndata_parallel: ", 8 / ranks, "\n",
+      str("ring:\n  levels: ", levels.empty() ? str("[{size: ", ranks, ", link: nvlink}]") : levels, "\n"), "layout:\n  kind: ", layout,
+      layout == "striped" ? "\n  granularity_tokens: 64" : "", "\nsparse:\n  enabled: ", sparse ? "true" : "false",
+      "\n  block_q: 64\n  block_k: 64\n  recall: 0.9\n");
+  LoadedPlan loaded;
+  loaded.plan = parse_plan(text, "test plan");
+  loaded.model = load_model(kRoot / "configs/models/qwen2.5-3b.yaml");
+  loaded.cluster = load_cluster(kRoot / "configs/clusters/h200-8x-nvlink.yaml");
+  check_plan_against(loaded.plan, loaded.model, loaded.cluster);
+  return loaded;
+}
+
+const Trace& sample_trace() {
+  static const Trace trace = read_trace(kRoot / "traces/samples/qwen2.5-3b-32k.safetensors");
+  return trace;
+}
+
+SimulationResult predict(const LoadedPlan& loaded, const Trace* trace) {
+  SimulationContext context;
+  SimulationOptions options;
+  options.keep_ring_records = true;
+  return simulate(context, loaded.plan, loaded.model, loaded.cluster, trace, options);
+}
+
+/// The prediction of `layer` as if it had been measured by a replay, times `scale`.
+MeasuredLayer echo(const SimulationResult& result, int64_t layer, double scale) {
+  const auto [fwd, bwd] = find_layer_passes(result, layer);
+  MeasuredLayer m;
+  m.mode = "replay";
+  m.ranks = fwd->run.ranks;
+  m.iterations = 1;
+  for (SimNs ns : fwd->compute_ns) m.forward.compute_us.push_back(ns_to_us(ns) * scale);
+  for (SimNs ns : bwd->compute_ns) m.backward.compute_us.push_back(ns_to_us(ns) * scale);
+  return m;
+}
+
+TEST(ValidationProblem, KeptSetsAreTheTracesRecallSelection) {
+  const LoadedPlan loaded = plan_32k("zigzag", 4, true);
+  const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 5, 0);
+  EXPECT_EQ(problem.ranks(), 4);
+  EXPECT_EQ(problem.shape.q_heads, 16);
+  EXPECT_EQ(problem.shape.kv_heads, 2);
+  EXPECT_EQ(problem.shape.q_len, 8192);
+  ASSERT_EQ(problem.rows.size(), 16U);
+  RecallSettings settings;
+  settings.recall = 0.9;
+  for (int64_t h = 0; h < 16; ++h) {
+    const HeadSelection kept = select_head(sample_trace(), 0, 5, h, settings);
+    EXPECT_EQ(problem.rows[static_cast<size_t>(h)].slash_offsets.size(), kept.slash_offsets.size());
+    EXPECT_EQ(problem.rows[static_cast<size_t>(h)].vertical_tokens.size(), kept.vertical_keys.size());
+  }
+  const PaddedKeptSets padded = pad_kept_sets(problem);
+  for (int32_t r = 0; r < padded.rows; ++r) {
+    const auto* s = &padded.slash_offsets[static_cast<size_t>(r * padded.capacity)];
+    for (int32_t k = 1; k < padded.slash_count[static_cast<size_t>(r)]; ++k) EXPECT_LT(s[k - 1], s[k]);
+  }
+  EXPECT_THROW(make_validation_problem(loaded, &sample_trace(), 36, 0), InputError);
+  EXPECT_THROW(make_validation_problem(loaded, &sample_trace(), 0, 1), InputError);
+  EXPECT_THROW(make_validation_problem(loaded, nullptr, 0, 0), InputError);
+}
+
+TEST(ValidationProblem, ResizedRingKeepsTheWorld) {
+  const LoadedPlan loaded = plan_32k("striped", 8, false, "[{size: 2, link: nvlink}, {size: 4, link: nvlink}]");
+  const PlanConfig four = with_ring_size(loaded.plan, 4);
+  EXPECT_EQ(four.context_parallel, 4);
+  EXPECT_EQ(four.data_parallel, 2);
+  ASSERT_EQ(four.ring_levels.size(), 2U);
+  EXPECT_EQ(four.ring_levels[0].size, 2);
+  EXPECT_EQ(four.layout.ranks, 4);
+  check_plan_against(four, loaded.model, loaded.cluster);
+  EXPECT_THROW(with_ring_size(loaded.plan, 3), InputError);
+  EXPECT_THROW(with_ring_size(loaded.plan, 0), InputError);
+}
+
+TEST(ValidationCompare, ThePredictionAsMeasurementHasNoError) {
+  for (const std::string layout : {"contiguous", "zigzag", "striped"}) {
+    const LoadedPlan loaded = plan_32k(layout, 8, true, "[{size: 4, link: nvlink}, {size: 2, link: nvlink}]");
+    const SimulationResult result = predict(loaded, &sample_trace());
+    const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 3, 0);
+    const ValidationReport report = compare_layer(problem, result, echo(result, 3, 1.0));
+    EXPECT_EQ(report.forward.compute_error.median_abs, 0.0) << layout;
+    EXPECT_EQ(report.backward.compute_error.worst_abs, 0.0) << layout;
+    EXPECT_DOUBLE_EQ(report.forward.measured_ms, report.forward.predicted_ms) << layout;
+    EXPECT_DOUBLE_EQ(report.backward.measured_ms, report.backward.predicted_ms) << layout;
+    EXPECT_TRUE(report.layer_time_met);
+    EXPECT_FALSE(report.step_overlap_met);  // replays do not measure steps
+    EXPECT_EQ(report.forward.derived_run.end_ns, find_layer_passes(result, 3).first->run.end_ns);
+  }
+}
+
+TEST(ValidationCompare, SlowerKernelsGiveTheHandDerivedErrors) {
+  // Dense, compute bound: measured kernels 1.25 x the predicted ones -> every cell -20%.
+  const LoadedPlan loaded = plan_32k("zigzag", 4, false);
+  const SimulationResult result = predict(loaded, nullptr);
+  const ValidationProblem problem = make_validation_problem(loaded, nullptr, 0, 0);
+  const ValidationReport report = compare_layer(problem, result, echo(result, 0, 1.25));
+  EXPECT_NEAR(report.forward.compute_error.median_abs, 0.2, 1e-3);
+  EXPECT_NEAR(report.forward.compute_error.worst_signed, -0.2, 1e-3);
+  EXPECT_NEAR(report.forward.compute_error.mean_signed, -0.2, 1e-3);
+  EXPECT_LT(report.forward.error, 0.0);
+  EXPECT_GT(report.backward.measured_ms, report.backward.predicted_ms);
+}
+
+TEST(ValidationCompare, ErrorSummaryOnRandomCells) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> value(1.0, 100.0);
+  std::vector<double> measured(101);
+  std::vector<double> predicted(101);
+  std::vector<double> errors;
+  for (size_t k = 0; k < measured.size(); ++k) {
+    measured[k] = value(rng);
+    predicted[k] = value(rng);
+    errors.push_back(std::fabs((predicted[k] - measured[k]) / measured[k]));
+  }
+  measured.push_back(0.0);  // skipped: both 0
+  predicted.push_back(0.0);
+  const ErrorSummary summary = summarize_errors(measured, predicted);
+  EXPECT_EQ(summary.count, 101);
+  std::sort(errors.begin(), errors.end());
+  EXPECT_DOUBLE_EQ(summary.median_abs, errors[50]);
+  EXPECT_DOUBLE_EQ(summary.worst_abs, errors.back());
+  EXPECT_THROW(summarize_errors(std::vector<double>{1.0}, std::vector<double>{}), InputError);
+  EXPECT_THROW(summarize_errors(std::vector<double>{-1.0}, std::vector<double>{1.0}), InputError);
+  EXPECT_EQ(relative_error(0.0, 3.0), 1.0);
+}
+
+TEST(RingMeasurement, GlobalRanksBecomePositionsAndTransfersAreInferred) {
+  // W = 2, ring order [1, 0]: global rank 1 sits at position 0.
+  RingLayerMeasurement m;
+  m.ranks = 2;
+  for (RingPassTimes* pass : {&m.forward, &m.backward}) {
+    pass->compute_ms = {1.0, 2.0, 3.0, 4.0};   // [g x W + t]
+    pass->step_ms = {1.0, 2.5, 3.0, 4.0};
+    pass->recv_wait_ms = {0.0, 0.5, 0.0, 0.0};
+    pass->wall_ms = 7.0;
+    pass->exposed_comm_ms = 0.5;
+  }
+  m.index_tiles = {1, 2, 3, 4};
+  const MeasuredLayer out = measured_from_ring(m, {1, 0}, 3);
+  EXPECT_EQ(out.mode, "ring");
+  EXPECT_EQ(out.tiles, 10);
+  EXPECT_EQ(out.forward.compute_us, (std::vector<double>{3000.0, 4000.0, 1000.0, 2000.0}));
+  // Position 1 is global rank 0: waited 0.5 ms at step 1 after a 1 ms compute -> 1.5 ms transfer.
+  EXPECT_DOUBLE_EQ(out.forward.comm_us[3], 1500.0);
+  EXPECT_DOUBLE_EQ(out.forward.comm_us[1], 0.0);
+  EXPECT_DOUBLE_EQ(out.forward.compute_start_us[3], 1500.0);
+  EXPECT_THROW(measured_from_ring(m, {0}, 1), InputError);
+  EXPECT_THROW(measured_from_ring(m, {0, 2}, 1), InputError);
+}
+
+TEST(RingMeasurement, ProblemCarriesKeptSetsOrDense) {
+  const LoadedPlan sparse = plan_32k("striped", 2, true);
+  const ValidationProblem problem = make_validation_problem(sparse, &sample_trace(), 1, 0);
+  const RingLayerProblem ring = make_ring_layer_problem(problem, validation_ring_order(sparse.plan), 2);
+  EXPECT_EQ(ring.pattern, PatternSource::kept_sets);
+  ASSERT_EQ(ring.kept.slash_offsets.size(), 16U);
+  EXPECT_EQ(ring.ring_order, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(ring.iterations, 2);
+  const LoadedPlan dense = plan_32k("zigzag", 2, false);
+  const RingLayerProblem dense_ring =
+      make_ring_layer_problem(make_validation_problem(dense, nullptr, 0, 0), validation_ring_order(dense.plan), 1);
+  EXPECT_EQ(dense_ring.pattern, PatternSource::dense);
+  EXPECT_THROW(make_ring_layer_problem(problem, {0, 1}, 0), InputError);
+}
+
+TEST(ValidationOutputs, JsonTimelineAndTableCarryTheFigures) {
+  const LoadedPlan loaded = plan_32k("zigzag", 4, true);
+  const SimulationResult result = predict(loaded, &sample_trace());
+  const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 2, 0);
+  const MeasuredLayer measured = echo(result, 2, 1.1);
+  const ValidationReport report = compare_layer(problem, result, measured);
+  const nlohmann::json doc = validation_to_json(report, nlohmann::json{{"commit", "abc"}});
+  EXPECT_EQ(doc["format"], "sparsering-validation");
+  EXPECT_EQ(doc["ranks"], 4);
+  EXPECT_EQ(doc["forward"]["measured_compute_us"].size(), 16U);
+  EXPECT_DOUBLE_EQ(doc["forward"]["error"].get<double>(), report.forward.error);
+  EXPECT_EQ(doc["provenance"]["commit"], "abc");
+  EXPECT_TRUE(doc["targets"]["step_overlap_met"].is_null());
+  const nlohmann::json timeline = measured_timeline_json(report, measured);
+  int64_t kernels = 0;
+  for (const auto& e : timeline["traceEvents"]) kernels += e["ph"] == "X" && e["tid"] == 0 ? 1 : 0;
+  EXPECT_EQ(kernels, 2 * 16);  // every (position, step), forward and backward
+  std::ostringstream table;
+  print_validation(table, report);
+  EXPECT_NE(table.str().find("attention fwd (ms)"), std::string::npos);
+  EXPECT_NE(table.str().find("target per-layer attention time"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sparsering

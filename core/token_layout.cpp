@@ -19,10 +19,11 @@ TokenLayout make_token_layout(LayoutKind kind, int64_t seq_len_tokens, int32_t r
       break;
     case LayoutKind::striped:
       require(granularity_tokens >= 1, "striped layout needs granularity_tokens >= 1, got ", granularity_tokens);
-      require(seq_len_tokens % (granularity_tokens * ranks) == 0, "striped layout needs the sequence length (",
-              seq_len_tokens, ") divisible by granularity x ring size (", granularity_tokens, " x ", ranks, " = ",
-              granularity_tokens * ranks, ")");
-      layout.granularity_tokens = granularity_tokens;
+      // N % G == 0 and (N / G) % W == 0 is N % (G x W) == 0 without overflowing G x W.
+      require(seq_len_tokens % granularity_tokens == 0 && (seq_len_tokens / granularity_tokens) % ranks == 0,
+              "striped layout needs the sequence length (", seq_len_tokens,
+              ") divisible by granularity x ring size (", granularity_tokens, " x ", ranks, ")");
+      layout.granularity_tokens_ = granularity_tokens;
       break;
     default:
       throw InputError(str("unknown layout kind ", static_cast<int>(kind)));
@@ -31,9 +32,9 @@ TokenLayout make_token_layout(LayoutKind kind, int64_t seq_len_tokens, int32_t r
 }
 
 std::vector<int64_t> layout_permutation(const TokenLayout& layout) {
-  std::vector<int64_t> permutation(static_cast<size_t>(layout.seq_len_tokens));
+  std::vector<int64_t> permutation(static_cast<size_t>(layout.seq_len_tokens()));
   const int64_t local = layout.local_len();
-  for (int32_t r = 0; r < layout.ranks; ++r) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
     for (int64_t i = 0; i < local; ++i) permutation[static_cast<size_t>(r * local + i)] = layout.global_token(r, i);
   }
   return permutation;

@@ -1,7 +1,12 @@
 // Token layouts for context parallelism: which ring rank owns which token of the sequence, and in
 // which local order. The single definition used by the simulator's work counting, the kernels'
 // index builder and shuffle, and the exporters. Functions marked SPARSERING_HD run in kernels too.
-// Tested in tests/core/token_layout_test.cpp (bijection, closed forms, striped balance identity).
+// Tested in tests/core/token_layout_test.cpp (bijection, closed forms, striped balance identity,
+// rejected shapes).
+//
+// A TokenLayout cannot hold an invalid shape: the only way to build one other than the trivial
+// default is make_token_layout, which checks every rule; the fields are read through accessors.
+// The stripe granularity is in tokens everywhere (plans, the tuner's candidates, the kernels).
 //
 // Ranks here are ring-local: position 0..W-1 in the context-parallel ring, which is the order the
 // layout deals chunks in. Mapping them to global ranks is the plan's ring order, never done here.
@@ -28,26 +33,33 @@ struct TokenOwner {
   int64_t local_index;
 };
 
-struct TokenLayout {
-  LayoutKind kind = LayoutKind::contiguous;
-  int64_t seq_len_tokens = 0;     ///< N: tokens of the whole sequence
-  int32_t ranks = 1;              ///< W: ring size (context-parallel degree)
-  int64_t granularity_tokens = 0; ///< G: stripe size (striped only, else 0)
+class TokenLayout {
+ public:
+  /// The trivial layout: one token on one rank (contiguous). Valid; a placeholder until assigned.
+  TokenLayout() = default;
+
+  SPARSERING_HD LayoutKind kind() const { return kind_; }
+  /// N: tokens of the whole sequence (> 0).
+  SPARSERING_HD int64_t seq_len_tokens() const { return seq_len_tokens_; }
+  /// W: ring size (context-parallel degree, >= 1).
+  SPARSERING_HD int32_t ranks() const { return ranks_; }
+  /// G: stripe size in tokens (striped only, else 0).
+  SPARSERING_HD int64_t granularity_tokens() const { return granularity_tokens_; }
 
   /// Tokens each rank holds (N/W; every layout requires W to divide N).
-  SPARSERING_HD int64_t local_len() const { return seq_len_tokens / ranks; }
+  SPARSERING_HD int64_t local_len() const { return seq_len_tokens_ / ranks_; }
 
   /// Global position of local token `local_index` of `ring_rank`.
   SPARSERING_HD int64_t global_token(int32_t ring_rank, int64_t local_index) const {
-    switch (kind) {
+    switch (kind_) {
       case LayoutKind::zigzag: {
-        const int64_t half = seq_len_tokens / (2 * int64_t{ranks});
+        const int64_t half = seq_len_tokens_ / (2 * int64_t{ranks_});
         return local_index < half ? ring_rank * half + local_index
-                                  : (2 * int64_t{ranks} - 1 - ring_rank) * half + (local_index - half);
+                                  : (2 * int64_t{ranks_} - 1 - ring_rank) * half + (local_index - half);
       }
       case LayoutKind::striped: {
-        const int64_t stripe = local_index / granularity_tokens;
-        return (stripe * ranks + ring_rank) * granularity_tokens + local_index % granularity_tokens;
+        const int64_t stripe = local_index / granularity_tokens_;
+        return (stripe * ranks_ + ring_rank) * granularity_tokens_ + local_index % granularity_tokens_;
       }
       case LayoutKind::contiguous:
       default:
@@ -57,27 +69,40 @@ struct TokenLayout {
 
   /// Inverse of global_token.
   SPARSERING_HD TokenOwner owner(int64_t global) const {
-    switch (kind) {
+    switch (kind_) {
       case LayoutKind::zigzag: {
-        const int64_t half = seq_len_tokens / (2 * int64_t{ranks});
+        const int64_t half = seq_len_tokens_ / (2 * int64_t{ranks_});
         const int64_t chunk = global / half;
-        return chunk < ranks ? TokenOwner{static_cast<int32_t>(chunk), global % half}
-                             : TokenOwner{static_cast<int32_t>(2 * ranks - 1 - chunk), half + global % half};
+        return chunk < ranks_ ? TokenOwner{static_cast<int32_t>(chunk), global % half}
+                              : TokenOwner{static_cast<int32_t>(2 * ranks_ - 1 - chunk), half + global % half};
       }
       case LayoutKind::striped: {
-        const int64_t stripe = global / granularity_tokens;
-        return TokenOwner{static_cast<int32_t>(stripe % ranks),
-                          (stripe / ranks) * granularity_tokens + global % granularity_tokens};
+        const int64_t stripe = global / granularity_tokens_;
+        return TokenOwner{static_cast<int32_t>(stripe % ranks_),
+                          (stripe / ranks_) * granularity_tokens_ + global % granularity_tokens_};
       }
       case LayoutKind::contiguous:
       default:
         return TokenOwner{static_cast<int32_t>(global / local_len()), global % local_len()};
     }
   }
+
+  friend bool operator==(const TokenLayout&, const TokenLayout&) = default;
+
+ private:
+  friend TokenLayout make_token_layout(LayoutKind, int64_t, int32_t, int64_t);
+  TokenLayout(LayoutKind kind, int64_t seq_len_tokens, int32_t ranks, int64_t granularity_tokens)
+      : kind_(kind), seq_len_tokens_(seq_len_tokens), ranks_(ranks), granularity_tokens_(granularity_tokens) {}
+
+  LayoutKind kind_ = LayoutKind::contiguous;
+  int64_t seq_len_tokens_ = 1;
+  int32_t ranks_ = 1;
+  int64_t granularity_tokens_ = 0;
 };
 
-/// Builds a layout and checks it: N > 0, W >= 1, and N divisible by W (contiguous), 2W (zigzag)
-/// or G*W (striped, G >= 1). Throws InputError naming the violated rule and the values.
+/// The one way to build a layout: checks N > 0, W >= 1, and N divisible by W (contiguous), 2W
+/// (zigzag) or G*W (striped, G >= 1; G is ignored for the other kinds and stored as 0). Throws
+/// InputError naming the violated rule and the values.
 TokenLayout make_token_layout(LayoutKind kind, int64_t seq_len_tokens, int32_t ranks, int64_t granularity_tokens = 0);
 
 /// The ring rank whose K/V chunk `ring_rank` holds at step `step` of a flat ring in which K/V moves

@@ -6,7 +6,7 @@
 // the layer time from the measured compute matrix. --out DIR writes DIR/validation.json and
 // DIR/timeline.json atomically (never replacing files without --force). The callback only turns
 // flags into library calls; the library is tested in tests/measure/validation/ and on GPUs by
-// kernels/bench/run_validation_on_device.sh.
+// measure/device/run_validation_on_device.sh.
 #include <cuda_runtime_api.h>
 
 #include <array>

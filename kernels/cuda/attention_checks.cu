@@ -33,13 +33,13 @@ void check_sparse_attention_problem(const AttentionShape& shape, const RingPosit
   require(index.rows <= 0 || (index.tile_offsets != nullptr && index.column_offsets != nullptr),
           "index.tile_offsets and index.column_offsets must be set");
   const TokenLayout& layout = position.layout;
-  require(layout.ranks >= 1 && layout.seq_len_tokens > 0, "position.layout must be a valid layout (ranks ",
-          layout.ranks, ", seq_len_tokens ", layout.seq_len_tokens, ")");
-  require(layout.seq_len_tokens < (int64_t{1} << 31), "position.layout.seq_len_tokens must be < 2^31 (int32 global ",
-          "positions in the kernels), got ", layout.seq_len_tokens);
-  require(position.q_rank >= 0 && position.q_rank < layout.ranks, "position.q_rank must be in [0, ", layout.ranks,
+  require(layout.ranks() >= 1 && layout.seq_len_tokens() > 0, "position.layout must be a valid layout (ranks ",
+          layout.ranks(), ", seq_len_tokens ", layout.seq_len_tokens(), ")");
+  require(layout.seq_len_tokens() < (int64_t{1} << 31), "position.layout.seq_len_tokens must be < 2^31 (int32 global ",
+          "positions in the kernels), got ", layout.seq_len_tokens());
+  require(position.q_rank >= 0 && position.q_rank < layout.ranks(), "position.q_rank must be in [0, ", layout.ranks(),
           "), got ", position.q_rank);
-  require(position.kv_rank >= 0 && position.kv_rank < layout.ranks, "position.kv_rank must be in [0, ", layout.ranks,
+  require(position.kv_rank >= 0 && position.kv_rank < layout.ranks(), "position.kv_rank must be in [0, ", layout.ranks(),
           "), got ", position.kv_rank);
   require(shape.q_len <= layout.local_len() && shape.kv_len <= layout.local_len(), "q_len (", shape.q_len,
           ") and kv_len (", shape.kv_len, ") must not exceed the layout's local length (", layout.local_len(), ")");

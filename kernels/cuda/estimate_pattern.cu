@@ -35,13 +35,12 @@ void check_estimate(const EstimateParams& p, bool pass2) {
           ", ", shape.kv_heads);
   require(shape.head_dim == 64 || shape.head_dim == 128, "shape.head_dim must be 64 or 128, got ", shape.head_dim);
   const TokenLayout& layout = p.position.layout;
-  (void)make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
-  require(layout.seq_len_tokens < (int64_t{1} << 31), "position.layout.seq_len_tokens must be < 2^31, got ",
-          layout.seq_len_tokens);
-  require(p.position.kv_rank >= 0 && p.position.kv_rank < layout.ranks, "position.kv_rank = ", p.position.kv_rank,
-          " is outside [0, ", layout.ranks, ")");
-  require(shape.q_len >= 1 && shape.q_len <= layout.seq_len_tokens, "last_q (shape.q_len) = ", shape.q_len,
-          " must be in [1, ", layout.seq_len_tokens, "]");
+  require(layout.seq_len_tokens() < (int64_t{1} << 31), "position.layout.seq_len_tokens must be < 2^31, got ",
+          layout.seq_len_tokens());
+  require(p.position.kv_rank >= 0 && p.position.kv_rank < layout.ranks(), "position.kv_rank = ", p.position.kv_rank,
+          " is outside [0, ", layout.ranks(), ")");
+  require(shape.q_len >= 1 && shape.q_len <= layout.seq_len_tokens(), "last_q (shape.q_len) = ", shape.q_len,
+          " must be in [1, ", layout.seq_len_tokens(), "]");
   require(shape.kv_len == layout.local_len(), "shape.kv_len = ", shape.kv_len, " must equal the layout's local length ",
           layout.local_len());
   require(std::isfinite(p.softmax_scale), "softmax_scale = ", p.softmax_scale, " is not finite");
@@ -86,7 +85,7 @@ __device__ __forceinline__ void for_each_score_tile(const EstimateParams& p, int
   const uint16_t* k_rows = p.k + (int64_t{b} * p.shape.kv_heads + hk) * kv_len * kHeadDim;
   const uint32_t base = cuda::smem_address(smem);
   int32_t* key_global = reinterpret_cast<int32_t*>(smem + Smem::kKeyGlobal);
-  const int64_t first_query = p.position.layout.seq_len_tokens - last_q;
+  const int64_t first_query = p.position.layout.seq_len_tokens() - last_q;
   const int tiles = static_cast<int>(min(int64_t{kChunkTiles}, (kv_len - key_begin + kTileRows - 1) / kTileRows));
 
   cuda::load_tile_async<kHeadDim, kEstimateThreads>(base + Smem::kQ, q_rows, [&](int r) -> const uint16_t* {
@@ -241,7 +240,7 @@ __global__ void __launch_bounds__(kEstimateThreads) estimate_pattern_pass2_kerne
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t key_begin = int64_t{chunk} * kChunkKeys;
-  const int64_t n = p.position.layout.seq_len_tokens;
+  const int64_t n = p.position.layout.seq_len_tokens();
   const int64_t last_q = p.shape.q_len;
   float* vertical = reinterpret_cast<float*>(smem + Smem::kVertical);
   float* probs = reinterpret_cast<float*>(smem + Smem::kProbs);  // [64][65]

@@ -28,19 +28,19 @@ constexpr int kMaxKeyBlocks = 1 << 18;
 __device__ __forceinline__ int64_t keys_below(const TokenLayout& layout, int32_t rank, int64_t g) {
   const int64_t local = layout.local_len();
   auto clamp = [](int64_t x, int64_t hi) { return x < 0 ? int64_t{0} : (x > hi ? hi : x); };
-  switch (layout.kind) {
+  switch (layout.kind()) {
     case LayoutKind::zigzag: {
-      const int64_t half = layout.seq_len_tokens / (2 * int64_t{layout.ranks});
-      return clamp(g - rank * half, half) + clamp(g - (2 * int64_t{layout.ranks} - 1 - rank) * half, half);
+      const int64_t half = layout.seq_len_tokens() / (2 * int64_t{layout.ranks()});
+      return clamp(g - rank * half, half) + clamp(g - (2 * int64_t{layout.ranks()} - 1 - rank) * half, half);
     }
     case LayoutKind::striped: {
-      const int64_t stripe_len = layout.granularity_tokens;
+      const int64_t stripe_len = layout.granularity_tokens();
       if (g <= 0) return 0;
       const int64_t stripe = g / stripe_len;  // stripe holding g (g >= 0)
       // Own stripes rank + m W with m >= 0 entirely below g: those with index < stripe.
-      const int64_t full = stripe - rank <= 0 ? 0 : (stripe - rank - 1) / layout.ranks + 1;
+      const int64_t full = stripe - rank <= 0 ? 0 : (stripe - rank - 1) / layout.ranks() + 1;
       int64_t count = full * stripe_len;
-      if (stripe >= rank && (stripe - rank) % layout.ranks == 0) count += g - stripe * stripe_len;
+      if (stripe >= rank && (stripe - rank) % layout.ranks() == 0) count += g - stripe * stripe_len;
       return clamp(count, local);
     }
     case LayoutKind::contiguous:
@@ -230,12 +230,11 @@ __global__ void __launch_bounds__(kBuildThreads)
 DeviceSparseIndex launch_build_sparse_index(const KeptSetsView& kept, const RingPosition& position, int32_t block_q,
                                             int32_t block_k, cudaStream_t stream) {
   const TokenLayout& layout = position.layout;
-  (void)make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
-  require(layout.seq_len_tokens < (int64_t{1} << 31), "layout.seq_len_tokens must be < 2^31, got ",
-          layout.seq_len_tokens);
-  require(position.q_rank >= 0 && position.q_rank < layout.ranks && position.kv_rank >= 0 &&
-              position.kv_rank < layout.ranks,
-          "position ranks (", position.q_rank, ", ", position.kv_rank, ") must be in [0, ", layout.ranks, ")");
+  require(layout.seq_len_tokens() < (int64_t{1} << 31), "layout.seq_len_tokens must be < 2^31, got ",
+          layout.seq_len_tokens());
+  require(position.q_rank >= 0 && position.q_rank < layout.ranks() && position.kv_rank >= 0 &&
+              position.kv_rank < layout.ranks(),
+          "position ranks (", position.q_rank, ", ", position.kv_rank, ") must be in [0, ", layout.ranks(), ")");
   require(block_q >= 1 && block_q <= 4 * kBuildThreads, "block_q must be in [1, ", 4 * kBuildThreads, "], got ",
           block_q);
   require(block_k >= 1, "block_k must be >= 1, got ", block_k);

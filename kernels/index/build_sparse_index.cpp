@@ -68,7 +68,7 @@ SparseIndex build_sparse_index(const StepGeometry& geometry, std::span<const Pre
 SparseIndex build_sparse_index(const IndexGeometry& geometry, std::span<const RowPattern> rows) {
   const StepGeometry blocks(geometry);
   const std::vector<PreparedRowPattern> prepared =
-      prepare_row_patterns(rows, geometry.position.layout.seq_len_tokens);
+      prepare_row_patterns(rows, geometry.position.layout.seq_len_tokens());
   return build_sparse_index(blocks, prepared);
 }
 

@@ -35,12 +35,10 @@ void append_runs(const TokenLayout& layout, int32_t rank, int64_t begin, int64_t
 
 StepGeometry::StepGeometry(const IndexGeometry& geometry) : geometry_(geometry) {
   const TokenLayout& layout = geometry.position.layout;
-  // Re-validate through the layout module so a hand-filled TokenLayout gets the same checks.
-  (void)make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
   const int32_t q_rank = geometry.position.q_rank;
   const int32_t kv_rank = geometry.position.kv_rank;
-  require(q_rank >= 0 && q_rank < layout.ranks, "query rank ", q_rank, " is outside [0, ", layout.ranks, ")");
-  require(kv_rank >= 0 && kv_rank < layout.ranks, "K/V rank ", kv_rank, " is outside [0, ", layout.ranks, ")");
+  require(q_rank >= 0 && q_rank < layout.ranks(), "query rank ", q_rank, " is outside [0, ", layout.ranks(), ")");
+  require(kv_rank >= 0 && kv_rank < layout.ranks(), "K/V rank ", kv_rank, " is outside [0, ", layout.ranks(), ")");
   require(geometry.block_q >= 1, "block_q must be >= 1 token, got ", geometry.block_q);
   require(geometry.block_k >= 1, "block_k must be >= 1 token, got ", geometry.block_k);
   len_ = layout.local_len();

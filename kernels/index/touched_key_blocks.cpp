@@ -77,7 +77,7 @@ void touched_key_blocks(const StepGeometry& geometry, const PreparedRowPattern& 
 void held_vertical_keys(const StepGeometry& geometry, const PreparedRowPattern& row, std::vector<int32_t>& locals) {
   locals.clear();
   const int32_t kv_rank = geometry.geometry().position.kv_rank;
-  const int64_t seq_len = geometry.layout().seq_len_tokens;
+  const int64_t seq_len = geometry.layout().seq_len_tokens();
   for (const int64_t key : row.vertical_tokens) {
     require(key >= 0 && key < seq_len, "vertical key ", key, " is outside [0, ", seq_len,
             ") (was the row prepared for another sequence length?)");

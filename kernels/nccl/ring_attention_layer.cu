@@ -64,7 +64,7 @@ HostKept pack_kept(const RingLayerProblem& problem) {
   HostKept kept;
   kept.rows = problem.shape.batch * problem.shape.q_heads;
   const auto rows = static_cast<size_t>(kept.rows);
-  const int64_t n_total = problem.layout.seq_len_tokens;
+  const int64_t n_total = problem.layout.seq_len_tokens();
   if (problem.pattern == PatternSource::dense) {
     kept.capacity = static_cast<int32_t>(n_total);
     kept.vertical_count.assign(rows, 0);
@@ -107,7 +107,7 @@ struct ShuffleMaps {
 };
 
 ShuffleMaps make_shuffle_maps(const TokenLayout& layout, int32_t position, int32_t bh_rows) {
-  const int32_t w = layout.ranks;
+  const int32_t w = layout.ranks();
   const int64_t n = layout.local_len();
   ShuffleMaps maps;
   std::vector<std::vector<int64_t>> by_dest(static_cast<size_t>(w));
@@ -210,7 +210,7 @@ void estimate_kept_sets(const SharedRun& sh, NcclWorld& world, int32_t position,
                         DeviceBuffer<int32_t>& vkeys, DeviceBuffer<int32_t>& scount, DeviceBuffer<int32_t>& soffs) {
   const RingLayerProblem& pr = *sh.problem;
   const Geometry& g = sh.geo;
-  const int64_t n_total = pr.layout.seq_len_tokens;
+  const int64_t n_total = pr.layout.seq_len_tokens();
   const int32_t last_q = pr.last_q;
   const int32_t rows = g.rows();
   const int32_t w = g.ranks;
@@ -385,7 +385,7 @@ void run_rank(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankR
     soffs = DeviceBuffer<int32_t>(sh.kept.slash_offsets);
     result.estimate_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   } else {
-    kept_capacity = static_cast<int32_t>(std::min<int64_t>(pr.capacity, pr.layout.seq_len_tokens));
+    kept_capacity = static_cast<int32_t>(std::min<int64_t>(pr.capacity, pr.layout.seq_len_tokens()));
   }
 
   // Events: per pass, per step start / end / arrival, per (step, level) sent; pass start / end.
@@ -736,12 +736,9 @@ RingPassTimes summarize(const std::vector<RankResult>& results, int32_t w, bool 
 
 void validate_ring_layer_problem(const RingLayerProblem& problem) {
   const TokenLayout& layout = problem.layout;
-  const TokenLayout checked =
-      make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
-  (void)checked;
-  require(layout.seq_len_tokens < (int64_t{1} << 31), "layout.seq_len_tokens ", layout.seq_len_tokens,
+  require(layout.seq_len_tokens() < (int64_t{1} << 31), "layout.seq_len_tokens ", layout.seq_len_tokens(),
           " must be < 2^31");
-  (void)RingTopology(problem.level_sizes, problem.ring_order, layout.ranks);
+  (void)RingTopology(problem.level_sizes, problem.ring_order, layout.ranks());
   const AttentionShape& s = problem.shape;
   require(s.batch >= 1, "shape.batch must be >= 1, got ", s.batch);
   require(s.kv_heads >= 1 && s.q_heads >= 1 && s.q_heads % s.kv_heads == 0, "shape.q_heads ", s.q_heads,
@@ -764,15 +761,15 @@ void validate_ring_layer_problem(const RingLayerProblem& problem) {
         const char* name = list == &problem.kept.vertical_keys[r] ? "vertical_keys" : "slash_offsets";
         for (size_t i = 0; i < list->size(); ++i) {
           const int32_t v = (*list)[i];
-          require(v >= 0 && v < layout.seq_len_tokens, "kept.", name, "[", r, "][", i, "] = ", v, " is not in [0, ",
-                  layout.seq_len_tokens, ")");
+          require(v >= 0 && v < layout.seq_len_tokens(), "kept.", name, "[", r, "][", i, "] = ", v, " is not in [0, ",
+                  layout.seq_len_tokens(), ")");
           require(i == 0 || (*list)[i - 1] < v, "kept.", name, "[", r, "] is not ascending and unique at entry ", i);
         }
       }
     }
   } else if (problem.pattern == PatternSource::estimate) {
     require(problem.recall > 0.0 && problem.recall <= 1.0, "recall must be in (0, 1], got ", problem.recall);
-    require(problem.last_q >= 1 && problem.last_q <= layout.seq_len_tokens, "last_q must be in [1, N], got ",
+    require(problem.last_q >= 1 && problem.last_q <= layout.seq_len_tokens(), "last_q must be in [1, N], got ",
             problem.last_q);
     require(problem.capacity >= 1, "capacity must be >= 1, got ", problem.capacity);
   }
@@ -780,7 +777,7 @@ void validate_ring_layer_problem(const RingLayerProblem& problem) {
 
 RingLayerMeasurement run_ring_attention_layer(const RingLayerProblem& problem, const RingRuntimeOptions& options) {
   validate_ring_layer_problem(problem);
-  const int32_t w = problem.layout.ranks;
+  const int32_t w = problem.layout.ranks();
   require(options.timeout_s > 0.0, "timeout must be > 0 s, got ", options.timeout_s);
   require(options.devices.empty() || options.devices.size() == static_cast<size_t>(w), "devices lists ",
           options.devices.size(), " entries, the ring has ", w, " ranks");

@@ -50,7 +50,7 @@ struct RingKeptSets {
   std::vector<std::vector<int32_t>> slash_offsets;  ///< [row] offsets q - k >= 0, ascending, unique (0 implied)
 };
 
-/// One attention layer of a plan on W = layout.ranks GPUs (context parallel only: head and data
+/// One attention layer of a plan on W = layout.ranks() GPUs (context parallel only: head and data
 /// parallel are folded into `shape`, which is already per rank).
 struct RingLayerProblem {
   TokenLayout layout;                ///< over the W ring positions (make_token_layout)

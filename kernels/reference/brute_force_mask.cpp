@@ -20,12 +20,11 @@ struct Enumeration {
 
   Enumeration(const IndexGeometry& geometry, const RowPattern& row) {
     const TokenLayout& layout = geometry.position.layout;
-    (void)make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
-    require(geometry.position.q_rank >= 0 && geometry.position.q_rank < layout.ranks &&
-                geometry.position.kv_rank >= 0 && geometry.position.kv_rank < layout.ranks,
-            "ranks (", geometry.position.q_rank, ", ", geometry.position.kv_rank, ") outside [0, ", layout.ranks, ")");
+    require(geometry.position.q_rank >= 0 && geometry.position.q_rank < layout.ranks() &&
+                geometry.position.kv_rank >= 0 && geometry.position.kv_rank < layout.ranks(),
+            "ranks (", geometry.position.q_rank, ", ", geometry.position.kv_rank, ") outside [0, ", layout.ranks(), ")");
     require(geometry.block_q >= 1 && geometry.block_k >= 1, "block sizes must be >= 1");
-    const int64_t n = layout.seq_len_tokens;
+    const int64_t n = layout.seq_len_tokens();
     len = layout.local_len();
     q_blocks = (len + geometry.block_q - 1) / geometry.block_q;
     kv_blocks = (len + geometry.block_k - 1) / geometry.block_k;

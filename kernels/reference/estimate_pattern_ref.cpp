@@ -17,11 +17,10 @@ void check_estimate(const EstimateParams& params) {
   const AttentionShape& shape = params.shape;
   check_shape(shape);
   const TokenLayout& layout = params.position.layout;
-  (void)make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
-  require(params.position.kv_rank >= 0 && params.position.kv_rank < layout.ranks, "position.kv_rank = ",
-          params.position.kv_rank, " is outside [0, ", layout.ranks, ")");
-  require(shape.q_len >= 1 && shape.q_len <= layout.seq_len_tokens, "last_q (shape.q_len) = ", shape.q_len,
-          " must be in [1, ", layout.seq_len_tokens, "]");
+  require(params.position.kv_rank >= 0 && params.position.kv_rank < layout.ranks(), "position.kv_rank = ",
+          params.position.kv_rank, " is outside [0, ", layout.ranks(), ")");
+  require(shape.q_len >= 1 && shape.q_len <= layout.seq_len_tokens(), "last_q (shape.q_len) = ", shape.q_len,
+          " must be in [1, ", layout.seq_len_tokens(), "]");
   require(shape.kv_len == layout.local_len(), "shape.kv_len = ", shape.kv_len, " must equal the layout's local length ",
           layout.local_len());
   require(std::isfinite(params.softmax_scale), "softmax_scale = ", params.softmax_scale, " is not finite");
@@ -39,7 +38,7 @@ void for_each_visible_score(const EstimateParams& params, int32_t b, int32_t h, 
   const TokenLayout& layout = params.position.layout;
   const int64_t dim = shape.head_dim;
   const int32_t kv_head = h / (shape.q_heads / shape.kv_heads);
-  const int64_t first_query = layout.seq_len_tokens - shape.q_len;  // global position of query 0
+  const int64_t first_query = layout.seq_len_tokens() - shape.q_len;  // global position of query 0
   const double scale = static_cast<double>(params.softmax_scale);
   std::vector<double> query(static_cast<size_t>(dim));
   for (int64_t t = 0; t < shape.q_len; ++t) {
@@ -110,7 +109,7 @@ void estimate_pattern_pass2_ref(const EstimateParams& params) {
   reference::check_pointer(params.vertical_mass, "vertical_mass");
   reference::check_pointer(params.slash_mass, "slash_mass");
   const AttentionShape& shape = params.shape;
-  const int64_t seq_len = params.position.layout.seq_len_tokens;
+  const int64_t seq_len = params.position.layout.seq_len_tokens();
   std::vector<double> vertical(static_cast<size_t>(shape.kv_len));
   std::vector<double> slash(static_cast<size_t>(seq_len));
   for (int32_t b = 0; b < shape.batch; ++b) {

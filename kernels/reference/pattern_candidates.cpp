@@ -53,11 +53,11 @@ PatternCandidates select_pattern_candidates(std::span<const float> vertical_mass
 }
 
 std::vector<float> vertical_mass_by_token(const TokenLayout& layout, std::span<const std::span<const float>> per_rank) {
-  require(per_rank.size() == static_cast<size_t>(layout.ranks), "expected one vertical mass vector per rank (",
-          layout.ranks, "), got ", per_rank.size());
+  require(per_rank.size() == static_cast<size_t>(layout.ranks()), "expected one vertical mass vector per rank (",
+          layout.ranks(), "), got ", per_rank.size());
   const int64_t local = layout.local_len();
-  std::vector<float> global(static_cast<size_t>(layout.seq_len_tokens), 0.0f);
-  for (int32_t r = 0; r < layout.ranks; ++r) {
+  std::vector<float> global(static_cast<size_t>(layout.seq_len_tokens()), 0.0f);
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
     const std::span<const float> masses = per_rank[static_cast<size_t>(r)];
     require(static_cast<int64_t>(masses.size()) == local, "vertical mass vector of rank ", r, " has ", masses.size(),
             " entries, expected the local length ", local);

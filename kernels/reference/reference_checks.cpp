@@ -17,11 +17,10 @@ void check_shape(const AttentionShape& shape) {
 void check_ring_problem(const AttentionShape& shape, const RingPosition& position) {
   check_shape(shape);
   const TokenLayout& layout = position.layout;
-  (void)make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
-  require(position.q_rank >= 0 && position.q_rank < layout.ranks, "position.q_rank = ", position.q_rank,
-          " is outside [0, ", layout.ranks, ")");
-  require(position.kv_rank >= 0 && position.kv_rank < layout.ranks, "position.kv_rank = ", position.kv_rank,
-          " is outside [0, ", layout.ranks, ")");
+  require(position.q_rank >= 0 && position.q_rank < layout.ranks(), "position.q_rank = ", position.q_rank,
+          " is outside [0, ", layout.ranks(), ")");
+  require(position.kv_rank >= 0 && position.kv_rank < layout.ranks(), "position.kv_rank = ", position.kv_rank,
+          " is outside [0, ", layout.ranks(), ")");
   require(shape.q_len == layout.local_len() && shape.kv_len == layout.local_len(), "shape q_len = ", shape.q_len,
           " and kv_len = ", shape.kv_len, " must both equal the layout's local length ", layout.local_len());
 }

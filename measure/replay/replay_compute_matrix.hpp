@@ -4,7 +4,7 @@
 // with CUDA events (median over repetitions), giving the measured compute matrix that the
 // simulator predicts. Communication is not run: the simulator's schedule places the measured
 // kernels (measure/validation/ring_rederive.hpp). Plain C++ header (no CUDA headers).
-// Exercised on GPUs by kernels/bench/run_validation_on_device.sh; its inputs and outputs are
+// Exercised on GPUs by measure/device/run_validation_on_device.sh; its inputs and outputs are
 // tested on CPU in tests/measure/validation/.
 #pragma once
 

@@ -181,7 +181,7 @@ ValidationReport compare_layer(const ValidationProblem& problem, const Simulatio
   report.description = describe(problem);
   report.layout = predicted.layout;
   report.dense = problem.dense;
-  report.seq_len_tokens = problem.layout.seq_len_tokens;
+  report.seq_len_tokens = problem.layout.seq_len_tokens();
   report.ranks = problem.ranks();
   report.level_sizes = problem.level_sizes;
   report.layer = problem.layer;

@@ -96,7 +96,7 @@ PaddedKeptSets pad_kept_sets(const ValidationProblem& problem) {
   std::vector<std::vector<int32_t>> verticals(rows);
   std::vector<std::vector<int32_t>> slashes(rows);
   if (problem.dense) {
-    const int32_t n = to_i32(problem.layout.seq_len_tokens, "seq_len_tokens");
+    const int32_t n = to_i32(problem.layout.seq_len_tokens(), "seq_len_tokens");
     std::vector<int32_t> all(static_cast<size_t>(n));
     for (int32_t d = 0; d < n; ++d) all[static_cast<size_t>(d)] = d;
     for (auto& row : slashes) row = all;
@@ -126,9 +126,9 @@ PaddedKeptSets pad_kept_sets(const ValidationProblem& problem) {
 std::string describe(const ValidationProblem& problem) {
   std::string levels;
   for (size_t i = 0; i < problem.level_sizes.size(); ++i) levels += str(i == 0 ? "" : "x", problem.level_sizes[i]);
-  return str("W=", problem.ranks(), " ", to_string(problem.layout.kind),
-             problem.layout.kind == LayoutKind::striped ? str(" G=", problem.layout.granularity_tokens) : "",
-             ", levels ", levels, ", ", problem.dense ? "dense" : "sparse", ", N=", problem.layout.seq_len_tokens,
+  return str("W=", problem.ranks(), " ", to_string(problem.layout.kind()),
+             problem.layout.kind() == LayoutKind::striped ? str(" G=", problem.layout.granularity_tokens()) : "",
+             ", levels ", levels, ", ", problem.dense ? "dense" : "sparse", ", N=", problem.layout.seq_len_tokens(),
              ", ", problem.shape.batch * problem.shape.q_heads, " heads x ", problem.shape.q_len, " tokens per rank");
 }
 
@@ -154,8 +154,8 @@ PlanConfig with_ring_size(const PlanConfig& plan, int64_t ranks) {
     out.ring_levels.push_back(RingLevel{ranks, outer});
   }
   out.ring_order = identity_ring_order(world);
-  out.layout = make_token_layout(plan.layout.kind, plan.seq_len_tokens, static_cast<int32_t>(ranks),
-                                 plan.layout.granularity_tokens);
+  out.layout = make_token_layout(plan.layout.kind(), plan.seq_len_tokens, static_cast<int32_t>(ranks),
+                                 plan.layout.granularity_tokens());
   out.prediction.reset();
   out.name = str(plan.name, " (replayed at W=", ranks, ")");
   return out;

@@ -35,7 +35,7 @@ struct ValidationProblem {
   std::vector<RowPattern> rows;
 
   /// Ring size W.
-  int32_t ranks() const { return layout.ranks; }
+  int32_t ranks() const { return layout.ranks(); }
   /// Index rows: batch x local query heads.
   int32_t row_count() const { return shape.batch * shape.q_heads; }
 };

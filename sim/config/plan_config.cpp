@@ -326,9 +326,9 @@ std::string write_plan_yaml(const PlanConfig& plan) {
   out << YAML::EndSeq << YAML::EndMap;
 
   out << YAML::Key << "layout" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "kind" << YAML::Value << std::string(to_string(plan.layout.kind));
-  if (plan.layout.kind == LayoutKind::striped) {
-    out << YAML::Key << "granularity_tokens" << YAML::Value << plan.layout.granularity_tokens;
+  out << YAML::Key << "kind" << YAML::Value << std::string(to_string(plan.layout.kind()));
+  if (plan.layout.kind() == LayoutKind::striped) {
+    out << YAML::Key << "granularity_tokens" << YAML::Value << plan.layout.granularity_tokens();
   }
   out << YAML::EndMap;
 

@@ -191,8 +191,8 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
   result.head_parallel = plan.head_parallel;
   result.data_parallel = plan.data_parallel;
   for (const RingLevel& level : plan.ring_levels) result.ring_levels.push_back(level.size);
-  result.layout = str(to_string(plan.layout.kind),
-                      plan.layout.kind == LayoutKind::striped ? str(" G=", plan.layout.granularity_tokens) : "");
+  result.layout = str(to_string(plan.layout.kind()),
+                      plan.layout.kind() == LayoutKind::striped ? str(" G=", plan.layout.granularity_tokens()) : "");
 
   // Patterns and work.
   std::shared_ptr<const PatternSet> patterns;
@@ -274,7 +274,7 @@ SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, co
 
   // Layout shuffle and Ulysses all-to-alls, pattern estimation collectives: worst group.
   const bool shuffle = options.layout_shuffle == LayoutShuffle::always ||
-                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind == LayoutKind::striped);
+                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind() == LayoutKind::striped);
   SimNs shuffle_in = 0;
   SimNs shuffle_out = 0;
   SimNs estimate_bcast = 0;

@@ -31,8 +31,8 @@ std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& patter
                                                        int64_t head_groups, int64_t micro_batch, int threads) {
   const std::string key =
       pattern_key.empty() ? std::string()
-                          : str(pattern_key, "|", to_string(layout.kind), "|N=", layout.seq_len_tokens, "|W=", layout.ranks,
-                                "|G=", layout.granularity_tokens, "|bq=", block_q, "|bk=", block_k, "|groups=", head_groups,
+                          : str(pattern_key, "|", to_string(layout.kind()), "|N=", layout.seq_len_tokens(), "|W=", layout.ranks(),
+                                "|G=", layout.granularity_tokens(), "|bq=", block_q, "|bk=", block_k, "|groups=", head_groups,
                                 "|batch=", micro_batch);
   if (!key.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -9,14 +9,14 @@ namespace sparsering {
 
 int64_t local_run_end(const TokenLayout& layout, int64_t local) {
   const int64_t len = layout.local_len();
-  switch (layout.kind) {
+  switch (layout.kind()) {
     case LayoutKind::zigzag: {
       const int64_t half = len / 2;
       return local < half ? half : len;
     }
     case LayoutKind::striped:
       // With one rank every stripe follows the previous one: the whole sequence is one run.
-      return layout.ranks == 1 ? len : std::min(len, (local / layout.granularity_tokens + 1) * layout.granularity_tokens);
+      return layout.ranks() == 1 ? len : std::min(len, (local / layout.granularity_tokens() + 1) * layout.granularity_tokens());
     case LayoutKind::contiguous:
     default:
       return len;
@@ -27,7 +27,7 @@ int64_t first_local_at_or_after(const TokenLayout& layout, int32_t ring_rank, in
   const int64_t len = layout.local_len();
   if (global <= layout.global_token(ring_rank, 0)) return 0;
   if (global > layout.global_token(ring_rank, len - 1)) return len;
-  switch (layout.kind) {
+  switch (layout.kind()) {
     case LayoutKind::zigzag: {
       const int64_t half = len / 2;
       const int64_t front_end = layout.global_token(ring_rank, half - 1);  // last global of the front half
@@ -37,12 +37,12 @@ int64_t first_local_at_or_after(const TokenLayout& layout, int32_t ring_rank, in
       return half + (global - back_begin);
     }
     case LayoutKind::striped: {
-      const int64_t g = layout.granularity_tokens;
+      const int64_t g = layout.granularity_tokens();
       const int64_t stripe = global / g;
-      const int64_t owner = stripe % layout.ranks;
-      if (owner == ring_rank) return (stripe / layout.ranks) * g + global % g;
-      const int64_t next = stripe + ((ring_rank - owner) % layout.ranks + layout.ranks) % layout.ranks;
-      return std::min(len, (next / layout.ranks) * g);
+      const int64_t owner = stripe % layout.ranks();
+      if (owner == ring_rank) return (stripe / layout.ranks()) * g + global % g;
+      const int64_t next = stripe + ((ring_rank - owner) % layout.ranks() + layout.ranks()) % layout.ranks();
+      return std::min(len, (next / layout.ranks()) * g);
     }
     case LayoutKind::contiguous:
     default:
@@ -134,27 +134,24 @@ std::vector<DifferenceItem> difference_items(const std::vector<Interval>& q_runs
 BlockGeometry make_block_geometry(const TokenLayout& layout, int64_t block_q, int64_t block_k) {
   require(block_q >= 1, "block_q must be >= 1 token, got ", block_q);
   require(block_k >= 1, "block_k must be >= 1 token, got ", block_k);
-  // Re-validate the layout so a hand-made TokenLayout cannot slip through.
-  const TokenLayout checked =
-      make_token_layout(layout.kind, layout.seq_len_tokens, layout.ranks, layout.granularity_tokens);
   BlockGeometry geo;
-  geo.layout = checked;
+  geo.layout = layout;
   geo.block_q = block_q;
   geo.block_k = block_k;
-  const int64_t len = checked.local_len();
+  const int64_t len = layout.local_len();
   geo.q_blocks = ceil_div(len, block_q);
   geo.k_blocks = ceil_div(len, block_k);
   const int64_t tile_period = std::lcm(block_q, block_k);
   int64_t period = tile_period;
-  switch (checked.kind) {
+  switch (layout.kind()) {
     case LayoutKind::zigzag:
       geo.segments = {{0, len / 2}, {len / 2, len}};
       geo.period_shift = period;
       break;
     case LayoutKind::striped:
       geo.segments = {{0, len}};
-      period = std::lcm(tile_period, checked.granularity_tokens);
-      geo.period_shift = period * checked.ranks;
+      period = std::lcm(tile_period, layout.granularity_tokens());
+      geo.period_shift = period * layout.ranks();
       break;
     case LayoutKind::contiguous:
     default:

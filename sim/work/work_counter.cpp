@@ -18,7 +18,7 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
     : geo_(geometry),
       memoize_(geometry.pairs.size() <= kMaxMemoizedPairs),
       pair_presence_(geometry.pairs.size(), nullptr),
-      key_columns_(static_cast<size_t>(geometry.layout.ranks)) {
+      key_columns_(static_cast<size_t>(geometry.layout.ranks())) {
   int64_t offset = 0;
   for (const BlockClass& cls : geometry.q_classes) {
     class_offset_.push_back(offset);
@@ -31,8 +31,8 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
     block_k_shift_ = 0;
     while ((int64_t{1} << block_k_shift_) < geometry.block_k) ++block_k_shift_;
   }
-  segment_start_.resize(static_cast<size_t>(geometry.layout.ranks) * geometry.segments.size());
-  for (int32_t r = 0; r < geometry.layout.ranks; ++r) {
+  segment_start_.resize(static_cast<size_t>(geometry.layout.ranks()) * geometry.segments.size());
+  for (int32_t r = 0; r < geometry.layout.ranks(); ++r) {
     for (size_t s = 0; s < geometry.segments.size(); ++s) {
       segment_start_[static_cast<size_t>(r) * geometry.segments.size() + s] =
           geometry.segment_start_global(r, static_cast<int32_t>(s));
@@ -41,14 +41,14 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
 }
 
 void WorkCounter::prepare(const KeptPattern& pattern) {
-  KeptPattern normalized = normalize_pattern(pattern, geo_.layout.seq_len_tokens);
+  KeptPattern normalized = normalize_pattern(pattern, geo_.layout.seq_len_tokens());
   slashes_ = std::move(normalized.slash_offsets);
   widths_.clear();
   dilations_.clear();
   presence_index_.clear();
   presence_store_.clear();
   group_store_.clear();
-  const auto ranks = static_cast<size_t>(geo_.layout.ranks);
+  const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   std::vector<std::vector<int64_t>> locals(ranks);
   std::vector<std::vector<int64_t>> globals(ranks);
   for (const int64_t v : normalized.vertical_positions) {
@@ -108,12 +108,12 @@ void WorkCounter::flatten_groups() {
 void WorkCounter::group_columns(int32_t owner, std::vector<int64_t>& locals, std::vector<int64_t>& globals) {
   std::vector<KeyBlockColumns>& out = key_columns_[static_cast<size_t>(owner)];
   out.clear();
-  const int32_t ranks = geo_.layout.ranks;
+  const int32_t ranks = geo_.layout.ranks();
   // Striped layouts in closed form (what first_local_at_or_after computes): a column at local
   // index l of its owner lies in the owner's local stripe l / G; a lower rank first sees it at the
   // start of its next local stripe, a higher rank at the start of the same local stripe.
-  const bool striped = geo_.layout.kind == LayoutKind::striped && ranks > 1;
-  const int64_t stripe = geo_.layout.granularity_tokens;
+  const bool striped = geo_.layout.kind() == LayoutKind::striped && ranks > 1;
+  const int64_t stripe = geo_.layout.granularity_tokens();
   const int64_t len = geo_.layout.local_len();
   const auto striped_first_visible = [&](int c, int64_t local) {
     const int64_t at = c == 1 ? local : (local / stripe + (c == 0 ? 1 : 0)) * stripe;
@@ -178,7 +178,7 @@ void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& 
   const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
   const int64_t count_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
   const int64_t shift = geo_.period_shift;
-  const int64_t n = geo_.layout.seq_len_tokens;
+  const int64_t n = geo_.layout.seq_len_tokens();
   // Only member offsets whose difference set can meet [0, N) can hold a kept offset.
   const int64_t mu_lo = std::max(-(count_b - 1), ceil_div(-(pair.max_difference + x0), shift));
   const int64_t mu_hi = std::min(count_a - 1, floor_div(n - 1 - (pair.min_difference + x0), shift));
@@ -513,7 +513,7 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
 }
 
 void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
-  const int32_t ranks = geo_.layout.ranks;
+  const int32_t ranks = geo_.layout.ranks();
   require(out.ranks() == ranks, "work matrix has ", out.ranks(), " ranks, the geometry ", ranks);
   prepare(pattern);
   for (int32_t q = 0; q < ranks; ++q) {
@@ -522,7 +522,7 @@ void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
 }
 
 void WorkCounter::count_head(const KeptPattern& pattern, WorkMatrix& out) {
-  out = WorkMatrix(geo_.layout.ranks);
+  out = WorkMatrix(geo_.layout.ranks());
   accumulate_head(pattern, out);
 }
 

@@ -39,8 +39,8 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
   require(head_groups >= 1 && patterns.heads % head_groups == 0, "head groups (", head_groups,
           ") must divide the query heads (", patterns.heads, ")");
   require(micro_batch >= 1, "micro batch must be >= 1 sequence, got ", micro_batch);
-  require(patterns.seq_len_tokens == geometry.layout.seq_len_tokens, "the patterns are for ", patterns.seq_len_tokens,
-          " tokens but the layout has ", geometry.layout.seq_len_tokens);
+  require(patterns.seq_len_tokens == geometry.layout.seq_len_tokens(), "the patterns are for ", patterns.seq_len_tokens,
+          " tokens but the layout has ", geometry.layout.seq_len_tokens());
   WorkSet set;
   set.layers = patterns.layers;
   set.head_groups = head_groups;
@@ -57,7 +57,7 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
     set.matrices.assign(static_cast<size_t>(set.layers * head_groups), one);
     return set;
   }
-  set.matrices.assign(static_cast<size_t>(set.layers * head_groups), WorkMatrix(geometry.layout.ranks));
+  set.matrices.assign(static_cast<size_t>(set.layers * head_groups), WorkMatrix(geometry.layout.ranks()));
   // Layers are handed out one at a time; each matrix is written by exactly one thread.
   std::atomic<int64_t> next_layer{0};
   std::exception_ptr failure;

@@ -50,9 +50,9 @@ TEST(PlanConfig, ParsesWithDefaults) {
   EXPECT_EQ(plan.world_size(), 32);
   EXPECT_EQ(plan.ring_count(), 4);
   EXPECT_EQ(plan.ring_order, identity_ring_order(32));
-  EXPECT_EQ(plan.layout.kind, LayoutKind::striped);
-  EXPECT_EQ(plan.layout.ranks, 8);
-  EXPECT_EQ(plan.layout.granularity_tokens, 64);
+  EXPECT_EQ(plan.layout.kind(), LayoutKind::striped);
+  EXPECT_EQ(plan.layout.ranks(), 8);
+  EXPECT_EQ(plan.layout.granularity_tokens(), 64);
   EXPECT_TRUE(plan.sparse.enabled);
   EXPECT_DOUBLE_EQ(plan.sparse.recall, 0.9);
   EXPECT_EQ(plan.sparse.max_verticals, 4096);
@@ -93,7 +93,7 @@ TEST(PlanConfig, ShippedPlansAreConsistentWithTheirModelsAndClusters) {
   ASSERT_EQ(paper.plan.ring_levels.size(), 2U);
   EXPECT_EQ(paper.plan.ring_levels[0].size, 8);
   EXPECT_EQ(paper.plan.ring_levels[1].link, LinkKind::infiniband);
-  EXPECT_EQ(paper.plan.layout.kind, LayoutKind::striped);
+  EXPECT_EQ(paper.plan.layout.kind(), LayoutKind::striped);
   EXPECT_EQ(paper.plan.model_path, (kConfigs / "models" / "qwen2.5-3b.yaml").lexically_normal());
 }
 
@@ -206,10 +206,10 @@ TEST(PlanConfig, WriteRoundTripsRandomPlans) {
       EXPECT_EQ(back.ring_levels[l].link, plan.ring_levels[l].link);
     }
     EXPECT_EQ(back.ring_order, plan.ring_order);
-    EXPECT_EQ(back.layout.kind, plan.layout.kind);
-    EXPECT_EQ(back.layout.seq_len_tokens, plan.layout.seq_len_tokens);
-    EXPECT_EQ(back.layout.ranks, plan.layout.ranks);
-    EXPECT_EQ(back.layout.granularity_tokens, plan.layout.granularity_tokens);
+    EXPECT_EQ(back.layout.kind(), plan.layout.kind());
+    EXPECT_EQ(back.layout.seq_len_tokens(), plan.layout.seq_len_tokens());
+    EXPECT_EQ(back.layout.ranks(), plan.layout.ranks());
+    EXPECT_EQ(back.layout.granularity_tokens(), plan.layout.granularity_tokens());
     EXPECT_EQ(back.sparse.enabled, plan.sparse.enabled);
     EXPECT_EQ(back.sparse.block_q, plan.sparse.block_q);
     EXPECT_EQ(back.sparse.block_k, plan.sparse.block_k);

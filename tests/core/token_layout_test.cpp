@@ -15,11 +15,11 @@ namespace {
 
 void expect_bijection(const TokenLayout& layout) {
   std::vector<int64_t> seen;
-  for (int32_t r = 0; r < layout.ranks; ++r) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
     for (int64_t i = 0; i < layout.local_len(); ++i) {
       const int64_t g = layout.global_token(r, i);
       ASSERT_GE(g, 0);
-      ASSERT_LT(g, layout.seq_len_tokens);
+      ASSERT_LT(g, layout.seq_len_tokens());
       const TokenOwner owner = layout.owner(g);
       ASSERT_EQ(owner.ring_rank, r) << "global " << g;
       ASSERT_EQ(owner.local_index, i) << "global " << g;
@@ -27,7 +27,7 @@ void expect_bijection(const TokenLayout& layout) {
     }
   }
   std::sort(seen.begin(), seen.end());
-  std::vector<int64_t> all(static_cast<size_t>(layout.seq_len_tokens));
+  std::vector<int64_t> all(static_cast<size_t>(layout.seq_len_tokens()));
   std::iota(all.begin(), all.end(), 0);
   EXPECT_EQ(seen, all);
 }
@@ -98,6 +98,31 @@ TEST(TokenLayoutTest, RejectsIndivisibleLengthsWithAMessage) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("divisible by 2 x ring size (8)"), std::string::npos) << e.what();
   }
+}
+
+TEST(TokenLayoutTest, DefaultIsTheTrivialValidLayout) {
+  const TokenLayout layout;
+  EXPECT_EQ(layout.kind(), LayoutKind::contiguous);
+  EXPECT_EQ(layout.seq_len_tokens(), 1);
+  EXPECT_EQ(layout.ranks(), 1);
+  EXPECT_EQ(layout.granularity_tokens(), 0);
+  EXPECT_EQ(layout.local_len(), 1);
+  EXPECT_EQ(layout.global_token(0, 0), 0);
+  EXPECT_EQ(layout, make_token_layout(LayoutKind::contiguous, 1, 1));
+}
+
+TEST(TokenLayoutTest, GranularityIsKeptForStripedOnly) {
+  EXPECT_EQ(make_token_layout(LayoutKind::striped, 256, 4, 16).granularity_tokens(), 16);
+  EXPECT_EQ(make_token_layout(LayoutKind::zigzag, 256, 4, 16).granularity_tokens(), 0);
+  EXPECT_EQ(make_token_layout(LayoutKind::contiguous, 256, 4, 16).granularity_tokens(), 0);
+}
+
+TEST(TokenLayoutTest, StripedCheckDoesNotOverflowOnHugeStripes) {
+  // G x W overflows int64; the rule must still be decided correctly, not by a wrapped product.
+  const int64_t n = int64_t{1} << 62;
+  EXPECT_THROW(make_token_layout(LayoutKind::striped, n, 1 << 20, int64_t{1} << 60), InputError);
+  const TokenLayout ok = make_token_layout(LayoutKind::striped, n, 4, int64_t{1} << 60);
+  EXPECT_EQ(ok.owner(ok.global_token(3, 5)).ring_rank, 3);
 }
 
 TEST(TokenLayoutTest, ParsesNamesAndRejectsUnknown) {

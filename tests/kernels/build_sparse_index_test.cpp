@@ -114,14 +114,14 @@ struct BlockShape {
 // Builds every (query rank, step) index of one layout and compares it with the oracles.
 void check_layout(std::mt19937_64& rng, const TokenLayout& layout, BlockShape shape, int32_t rows_count) {
   std::vector<RowPattern> rows;
-  for (int32_t r = 0; r < rows_count; ++r) rows.push_back(testing_support::random_row_pattern(rng, layout.seq_len_tokens));
-  const std::vector<PreparedRowPattern> prepared = prepare_row_patterns(rows, layout.seq_len_tokens);
-  for (int32_t q_rank = 0; q_rank < layout.ranks; ++q_rank) {
-    for (int32_t step = 0; step < layout.ranks; ++step) {
-      const RingPosition position{layout, q_rank, kv_source_rank(q_rank, step, layout.ranks)};
+  for (int32_t r = 0; r < rows_count; ++r) rows.push_back(testing_support::random_row_pattern(rng, layout.seq_len_tokens()));
+  const std::vector<PreparedRowPattern> prepared = prepare_row_patterns(rows, layout.seq_len_tokens());
+  for (int32_t q_rank = 0; q_rank < layout.ranks(); ++q_rank) {
+    for (int32_t step = 0; step < layout.ranks(); ++step) {
+      const RingPosition position{layout, q_rank, kv_source_rank(q_rank, step, layout.ranks())};
       const IndexGeometry geometry{position, shape.block_q, shape.block_k};
-      const std::string where = str(to_string(layout.kind), " N=", layout.seq_len_tokens, " W=", layout.ranks,
-                                    " G=", layout.granularity_tokens, " blocks ", shape.block_q, "x", shape.block_k,
+      const std::string where = str(to_string(layout.kind()), " N=", layout.seq_len_tokens(), " W=", layout.ranks(),
+                                    " G=", layout.granularity_tokens(), " blocks ", shape.block_q, "x", shape.block_k,
                                     " rank ", q_rank, " step ", step);
       const SparseIndex built = build_sparse_index(StepGeometry(geometry), prepared);
       ASSERT_NO_THROW(validate_sparse_index(built)) << where;
@@ -185,7 +185,7 @@ TEST(BuildSparseIndex, DenseAndEmptyPatterns) {
   for (const LayoutKind kind : {LayoutKind::contiguous, LayoutKind::zigzag, LayoutKind::striped}) {
     const TokenLayout layout = make_token_layout(kind, 96, 3, kind == LayoutKind::striped ? 4 : 0);
     RowPattern dense;
-    for (int64_t d = 0; d < layout.seq_len_tokens; ++d) dense.slash_offsets.push_back(d);
+    for (int64_t d = 0; d < layout.seq_len_tokens(); ++d) dense.slash_offsets.push_back(d);
     const std::vector<RowPattern> rows = {dense, RowPattern{}, RowPattern{{}, {0, 5, 95}}};
     for (int32_t q_rank = 0; q_rank < 3; ++q_rank) {
       for (int32_t kv_rank = 0; kv_rank < 3; ++kv_rank) {

@@ -103,8 +103,8 @@ TEST(CountSparseIndex, StripedSlashWorkIsBalancedAcrossRanks) {
   const TokenLayout layout = make_token_layout(LayoutKind::striped, block * w * blocks_per_rank, w, block);
   RowPattern row;
   for (int64_t d = 0; d < uniform(rng, 1, 400); ++d) row.slash_offsets.push_back(d);
-  for (int s = 0; s < 10; ++s) row.slash_offsets.push_back(uniform(rng, 0, layout.seq_len_tokens - 1));
-  const PreparedRowPattern prepared = prepare_row_pattern(row, layout.seq_len_tokens);
+  for (int s = 0; s < 10; ++s) row.slash_offsets.push_back(uniform(rng, 0, layout.seq_len_tokens() - 1));
+  const PreparedRowPattern prepared = prepare_row_pattern(row, layout.seq_len_tokens());
   std::set<int64_t> diagonals;
   for (const OffsetInterval& interval : prepared.slash_intervals) {
     for (int64_t d = interval.lo; d <= interval.hi; ++d) {

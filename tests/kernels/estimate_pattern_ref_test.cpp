@@ -49,10 +49,10 @@ Estimate run_sharded(const EstimateProblem& p, const TokenLayout& layout) {
     params.k = shard_keys[static_cast<size_t>(rank)].data();
     return params;
   };
-  for (int32_t r = 0; r < layout.ranks; ++r) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
     shard_keys.push_back(to_local(p.k, layout, r, int64_t{p.shape.batch} * p.shape.kv_heads, p.shape.head_dim));
   }
-  for (int32_t r = 0; r < layout.ranks; ++r) {  // pass 1 per shard, folded into the combined statistics
+  for (int32_t r = 0; r < layout.ranks(); ++r) {  // pass 1 per shard, folded into the combined statistics
     std::vector<float> shard_max(stats), shard_sum(stats);
     EstimateParams params = params_for(r);
     params.row_max = shard_max.data();
@@ -64,7 +64,7 @@ Estimate run_sharded(const EstimateProblem& p, const TokenLayout& layout) {
   Estimate estimate;
   estimate.slash.assign(static_cast<size_t>(rows * p.seq_len), 0.0f);
   std::vector<std::vector<float>> vertical_by_rank;
-  for (int32_t r = 0; r < layout.ranks; ++r) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
     vertical_by_rank.emplace_back(static_cast<size_t>(rows * local), -1.0f);
     EstimateParams params = params_for(r);
     params.row_max = row_max.data();
@@ -74,7 +74,7 @@ Estimate run_sharded(const EstimateProblem& p, const TokenLayout& layout) {
     estimate_pattern_pass2_ref(params);
   }
   estimate.vertical = std::vector<float>(static_cast<size_t>(rows * p.seq_len));
-  for (int32_t r = 0; r < layout.ranks; ++r) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
     from_local(estimate.vertical, vertical_by_rank[static_cast<size_t>(r)], layout, r, rows, 1);
   }
   return estimate;
@@ -163,8 +163,8 @@ TEST(EstimatePatternRef, ShardedEqualsUnshardedAndBruteForce) {
       const Estimate sharded = run_sharded(p, layout);
       const auto [vertical_error, vertical_scale] = max_error(sharded.vertical, whole.vertical);
       const auto [slash_error, slash_scale] = max_error(sharded.slash, whole.slash);
-      EXPECT_LE(vertical_error, 1e-6 * vertical_scale) << to_string(layout.kind) << " W=" << layout.ranks;
-      EXPECT_LE(slash_error, 1e-6 * slash_scale) << to_string(layout.kind) << " W=" << layout.ranks;
+      EXPECT_LE(vertical_error, 1e-6 * vertical_scale) << to_string(layout.kind()) << " W=" << layout.ranks();
+      EXPECT_LE(slash_error, 1e-6 * slash_scale) << to_string(layout.kind()) << " W=" << layout.ranks();
     }
   }
 }

@@ -81,7 +81,7 @@ inline std::vector<bf16_bits> random_bf16(std::mt19937_64& rng, size_t count, fl
 template <typename T>
 std::vector<T> to_local(const std::vector<T>& global, const TokenLayout& layout, int32_t rank, int64_t batch_heads,
                         int64_t dim) {
-  const int64_t n = layout.seq_len_tokens;
+  const int64_t n = layout.seq_len_tokens();
   const int64_t local = layout.local_len();
   std::vector<T> out(static_cast<size_t>(batch_heads * local * dim));
   for (int64_t bh = 0; bh < batch_heads; ++bh) {
@@ -99,7 +99,7 @@ std::vector<T> to_local(const std::vector<T>& global, const TokenLayout& layout,
 template <typename T, typename U>
 void from_local(std::vector<T>& global, const std::vector<U>& local_values, const TokenLayout& layout, int32_t rank,
                 int64_t batch_heads, int64_t dim) {
-  const int64_t n = layout.seq_len_tokens;
+  const int64_t n = layout.seq_len_tokens();
   const int64_t local = layout.local_len();
   for (int64_t bh = 0; bh < batch_heads; ++bh) {
     for (int64_t x = 0; x < local; ++x) {

@@ -47,15 +47,15 @@ inline RingProblem random_problem(std::mt19937_64& rng, const TokenLayout& layou
                                   int32_t block_q, int32_t block_k) {
   RingProblem problem;
   problem.layout = layout;
-  shape.q_len = layout.seq_len_tokens;
-  shape.kv_len = layout.seq_len_tokens;
+  shape.q_len = layout.seq_len_tokens();
+  shape.kv_len = layout.seq_len_tokens();
   problem.shape = shape;
   problem.block_q = block_q;
   problem.block_k = block_k;
   problem.softmax_scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  const auto n = static_cast<size_t>(layout.seq_len_tokens);
+  const auto n = static_cast<size_t>(layout.seq_len_tokens());
   const auto dim = static_cast<size_t>(shape.head_dim);
-  for (int64_t r = 0; r < problem.q_rows(); ++r) problem.rows.push_back(random_row_pattern(rng, layout.seq_len_tokens));
+  for (int64_t r = 0; r < problem.q_rows(); ++r) problem.rows.push_back(random_row_pattern(rng, layout.seq_len_tokens()));
   problem.q = random_bf16(rng, static_cast<size_t>(problem.q_rows()) * n * dim, 2.0f);
   problem.k = random_bf16(rng, static_cast<size_t>(problem.kv_rows()) * n * dim, 1.0f);
   problem.v = random_bf16(rng, static_cast<size_t>(problem.kv_rows()) * n * dim, 1.0f);
@@ -70,12 +70,12 @@ struct RingForward {
 
 /// Every rank runs W steps of sparse_attn_fwd_ref, merging into its running output.
 inline RingForward run_forward(const RingProblem& p) {
-  const int32_t w = p.layout.ranks;
+  const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
   const int64_t local = p.layout.local_len();
   RingForward result;
-  result.out.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens * dim), 0.0f);
-  result.lse.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens), 0.0f);
+  result.out.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens() * dim), 0.0f);
+  result.lse.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens()), 0.0f);
   for (int32_t rank = 0; rank < w; ++rank) {
     const std::vector<bf16_bits> q = to_local(p.q, p.layout, rank, p.q_rows(), dim);
     std::vector<float> out(static_cast<size_t>(p.q_rows() * local * dim), 0.0f);
@@ -112,7 +112,7 @@ struct RingBackward {
 /// Every rank computes delta once, then W steps of sparse_attn_bwd_ref; dK / dV of each chunk are
 /// summed over the ranks that held it (what the dK/dV ring delivers to the owner).
 inline RingBackward run_backward(const RingProblem& p, const RingForward& forward) {
-  const int32_t w = p.layout.ranks;
+  const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
   const int64_t local = p.layout.local_len();
   std::vector<std::vector<float>> dk_by_rank(static_cast<size_t>(w)), dv_by_rank(static_cast<size_t>(w));
@@ -121,7 +121,7 @@ inline RingBackward run_backward(const RingProblem& p, const RingForward& forwar
     dv_by_rank[static_cast<size_t>(r)].assign(static_cast<size_t>(p.kv_rows() * local * dim), 0.0f);
   }
   RingBackward result;
-  result.dq.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens * dim), 0.0f);
+  result.dq.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens() * dim), 0.0f);
   for (int32_t rank = 0; rank < w; ++rank) {
     const std::vector<bf16_bits> q = to_local(p.q, p.layout, rank, p.q_rows(), dim);
     const std::vector<bf16_bits> dout = to_local(p.dout, p.layout, rank, p.q_rows(), dim);
@@ -158,7 +158,7 @@ inline RingBackward run_backward(const RingProblem& p, const RingForward& forwar
     }
     from_local(result.dq, dq, p.layout, rank, p.q_rows(), dim);
   }
-  result.dk.assign(static_cast<size_t>(p.kv_rows() * p.layout.seq_len_tokens * dim), 0.0f);
+  result.dk.assign(static_cast<size_t>(p.kv_rows() * p.layout.seq_len_tokens() * dim), 0.0f);
   result.dv.assign(result.dk.size(), 0.0f);
   for (int32_t r = 0; r < w; ++r) {
     from_local(result.dk, dk_by_rank[static_cast<size_t>(r)], p.layout, r, p.kv_rows(), dim);
@@ -170,11 +170,11 @@ inline RingBackward run_backward(const RingProblem& p, const RingForward& forwar
 /// allowed[(row * N + q) * N + k] over global positions: the union over ranks and steps of the
 /// pairs the indexes make the kernel compute.
 inline std::vector<uint8_t> union_of_index_pairs(const RingProblem& p) {
-  const int64_t n = p.layout.seq_len_tokens;
+  const int64_t n = p.layout.seq_len_tokens();
   const int64_t local = p.layout.local_len();
   std::vector<uint8_t> allowed(static_cast<size_t>(p.q_rows() * n * n), 0);
-  for (int32_t rank = 0; rank < p.layout.ranks; ++rank) {
-    for (int32_t source = 0; source < p.layout.ranks; ++source) {
+  for (int32_t rank = 0; rank < p.layout.ranks(); ++rank) {
+    for (int32_t source = 0; source < p.layout.ranks(); ++source) {
       const SparseIndex index = p.index(rank, source);
       const RingPosition position{p.layout, rank, source};
       for (int32_t row = 0; row < index.rows; ++row) {

@@ -24,7 +24,7 @@ void expect_backward_matches_dense(const RingProblem& problem, const std::string
   const RingBackward ring = run_backward(problem, forward);
   const DenseAttentionGradsF64 dense = dense_masked_attention_bwd_f64(
       problem.shape, static_cast<double>(problem.softmax_scale), widen(problem.q), widen(problem.k), widen(problem.v),
-      widen(problem.dout), table_predicate(allowed, problem.layout.seq_len_tokens));
+      widen(problem.dout), table_predicate(allowed, problem.layout.seq_len_tokens()));
   for (const auto& [name, actual, expected] : {std::tuple{"dq", &ring.dq, &dense.dq}, std::tuple{"dk", &ring.dk, &dense.dk},
                                                std::tuple{"dv", &ring.dv, &dense.dv}}) {
     const auto [error, scale] = max_error(*actual, *expected);

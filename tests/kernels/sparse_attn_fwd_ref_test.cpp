@@ -26,7 +26,7 @@ void expect_forward_matches_dense(const RingProblem& problem, const std::vector<
   const RingForward ring = run_forward(problem);
   const DenseAttentionF64 dense =
       dense_masked_attention_f64(problem.shape, static_cast<double>(problem.softmax_scale), widen(problem.q),
-                                 widen(problem.k), widen(problem.v), table_predicate(allowed, problem.layout.seq_len_tokens));
+                                 widen(problem.k), widen(problem.v), table_predicate(allowed, problem.layout.seq_len_tokens()));
   const auto [out_error, out_scale] = max_error(ring.out, dense.out);
   EXPECT_LE(out_error, kOutTolerance * out_scale) << where << " (max |out64| " << out_scale << ")";
   for (size_t n = 0; n < dense.lse.size(); ++n) {
@@ -96,7 +96,7 @@ TEST(SparseAttnFwdRef, SelfOnlyRowsReturnTheirOwnValue) {
   problem.k = problem.q;  // so that lse = scale |q|^2 is checkable
   problem.k.resize(problem.v.size());
   const RingForward ring = run_forward(problem);
-  const int64_t n = layout.seq_len_tokens;
+  const int64_t n = layout.seq_len_tokens();
   for (int64_t row = 0; row < problem.q_rows(); ++row) {
     for (int64_t g = 0; g < n; ++g) {
       double norm = 0.0;
@@ -124,9 +124,9 @@ TEST(SparseAttnFwdRef, AllDenseIndexEqualsCausalAttention) {
     RingProblem problem = random_problem(rng, layout, shape, 16, 8);
     for (RowPattern& row : problem.rows) {
       row = RowPattern{};
-      for (int64_t d = 0; d < layout.seq_len_tokens; ++d) row.slash_offsets.push_back(d);
+      for (int64_t d = 0; d < layout.seq_len_tokens(); ++d) row.slash_offsets.push_back(d);
     }
-    const int64_t n = layout.seq_len_tokens;
+    const int64_t n = layout.seq_len_tokens();
     std::vector<uint8_t> causal(static_cast<size_t>(problem.q_rows() * n * n), 0);
     for (int64_t row = 0; row < problem.q_rows(); ++row) {
       for (int64_t q = 0; q < n; ++q) {

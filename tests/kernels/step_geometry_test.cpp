@@ -23,10 +23,10 @@ std::vector<TokenLayout> sample_layouts() {
 
 TEST(StepGeometry, LayoutsAreMonotoneInTheLocalIndex) {
   for (const TokenLayout& layout : sample_layouts()) {
-    for (int32_t r = 0; r < layout.ranks; ++r) {
+    for (int32_t r = 0; r < layout.ranks(); ++r) {
       for (int64_t x = 1; x < layout.local_len(); ++x) {
         ASSERT_LT(layout.global_token(r, x - 1), layout.global_token(r, x))
-            << to_string(layout.kind) << " W=" << layout.ranks << " G=" << layout.granularity_tokens;
+            << to_string(layout.kind()) << " W=" << layout.ranks() << " G=" << layout.granularity_tokens();
       }
     }
   }
@@ -35,18 +35,18 @@ TEST(StepGeometry, LayoutsAreMonotoneInTheLocalIndex) {
 TEST(StepGeometry, MatchesEnumeration) {
   for (const TokenLayout& layout : sample_layouts()) {
     for (const auto& [block_q, block_k] : {std::pair{16, 16}, {7, 5}, {32, 64}, {64, 8}}) {
-      for (int32_t q_rank = 0; q_rank < layout.ranks; ++q_rank) {
-        for (int32_t kv_rank = 0; kv_rank < layout.ranks; ++kv_rank) {
+      for (int32_t q_rank = 0; q_rank < layout.ranks(); ++q_rank) {
+        for (int32_t kv_rank = 0; kv_rank < layout.ranks(); ++kv_rank) {
           const StepGeometry geometry(IndexGeometry{RingPosition{layout, q_rank, kv_rank}, block_q, block_k});
           const int64_t len = layout.local_len();
           ASSERT_EQ(geometry.q_blocks(), (len + block_q - 1) / block_q);
           ASSERT_EQ(geometry.kv_blocks(), (len + block_k - 1) / block_k);
-          std::vector<uint8_t> owned(static_cast<size_t>(layout.seq_len_tokens), 0);
+          std::vector<uint8_t> owned(static_cast<size_t>(layout.seq_len_tokens()), 0);
           for (int64_t k = 0; k < len; ++k) owned[static_cast<size_t>(layout.global_token(kv_rank, k))] = 1;
           int64_t below = 0;  // keys of kv_rank with global position < g, counted by walking g
-          for (int64_t g = -2; g <= layout.seq_len_tokens + 2; ++g) {
+          for (int64_t g = -2; g <= layout.seq_len_tokens() + 2; ++g) {
             ASSERT_EQ(geometry.keys_below(g), below) << "g=" << g;
-            if (g >= 0 && g < layout.seq_len_tokens) below += owned[static_cast<size_t>(g)];
+            if (g >= 0 && g < layout.seq_len_tokens()) below += owned[static_cast<size_t>(g)];
           }
           for (int32_t i = 0; i < geometry.q_blocks(); ++i) {
             // The runs, expanded, are exactly the block's global positions in order.
@@ -87,9 +87,8 @@ TEST(StepGeometry, RejectsBadSettings) {
   EXPECT_THROW(StepGeometry(IndexGeometry{RingPosition{layout, 0, -1}, 16, 16}), InputError);
   EXPECT_THROW(StepGeometry(IndexGeometry{RingPosition{layout, 0, 0}, 0, 16}), InputError);
   EXPECT_THROW(StepGeometry(IndexGeometry{RingPosition{layout, 0, 0}, 16, -3}), InputError);
-  TokenLayout broken = layout;
-  broken.seq_len_tokens = 65;  // not divisible by W
-  EXPECT_THROW(StepGeometry(IndexGeometry{RingPosition{broken, 0, 0}, 16, 16}), InputError);
+  // 65 tokens are not divisible by W = 4: such a layout cannot be built, so none reaches StepGeometry.
+  EXPECT_THROW(make_token_layout(LayoutKind::contiguous, 65, 4), InputError);
 }
 
 }  // namespace

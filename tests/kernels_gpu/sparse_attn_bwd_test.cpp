@@ -81,7 +81,7 @@ void expect_increment_close(const std::vector<float>& actual, const std::vector<
 
 void check_backward_ring(std::mt19937_64& rng, const RingProblem& p, const std::string& where) {
   const RingForward forward = run_forward(p);
-  const int32_t w = p.layout.ranks;
+  const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
   const int64_t local = p.layout.local_len();
   CudaStream stream;

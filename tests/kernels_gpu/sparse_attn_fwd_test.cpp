@@ -63,12 +63,12 @@ RingProblem make_problem(std::mt19937_64& rng, const ForwardCase& c) {
 /// output after every step. Stores the GPU's final output and LSE in global token order in
 /// `gpu_global` when given.
 void check_forward_ring(const RingProblem& p, const std::string& where, RingForward* result = nullptr) {
-  const int32_t w = p.layout.ranks;
+  const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
   const int64_t local = p.layout.local_len();
   RingForward gpu_global;
-  gpu_global.out.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens * dim), 0.0f);
-  gpu_global.lse.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens), 0.0f);
+  gpu_global.out.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens() * dim), 0.0f);
+  gpu_global.lse.assign(static_cast<size_t>(p.q_rows() * p.layout.seq_len_tokens()), 0.0f);
   CudaStream stream;
   for (int32_t rank = 0; rank < w; ++rank) {
     const std::vector<bf16_bits> q = to_local(p.q, p.layout, rank, p.q_rows(), dim);

@@ -67,8 +67,8 @@ RingLayerProblem make_problem(LayoutKind kind, int64_t granularity, int32_t rank
 }
 
 std::string label(const RingLayerProblem& p) {
-  std::string s = std::string(to_string(p.layout.kind)) + " G=" + std::to_string(p.layout.granularity_tokens) +
-                  " W=" + std::to_string(p.layout.ranks) + " levels";
+  std::string s = std::string(to_string(p.layout.kind())) + " G=" + std::to_string(p.layout.granularity_tokens()) +
+                  " W=" + std::to_string(p.layout.ranks()) + " levels";
   for (const auto l : p.level_sizes) s += " " + std::to_string(l);
   s += " order";
   for (const auto g : p.ring_order) s += " " + std::to_string(g);
@@ -85,7 +85,7 @@ void expect_matches_single_gpu(const RingLayerProblem& problem) {
   const RingLayerMeasurement m = run_ring_attention_layer(problem, options);
   const RingKeptSets kept = problem.pattern == PatternSource::dense
                                 ? ring_testing::dense_kept(problem.shape.batch * problem.shape.q_heads,
-                                                           problem.layout.seq_len_tokens)
+                                                           problem.layout.seq_len_tokens())
                                 : problem.kept;
   const ring_testing::ReferenceOutputs ref = ring_testing::single_gpu_reference(problem, kept);
   const int32_t d = problem.shape.head_dim;
@@ -106,7 +106,7 @@ void expect_matches_single_gpu(const RingLayerProblem& problem) {
     EXPECT_LE(c.max_abs, kGradMaxRel * c.max_ref + 1e-6) << name << " " << describe(c);
   }
   // Timings are filled for every (rank, step).
-  const auto cells = static_cast<size_t>(problem.layout.ranks) * static_cast<size_t>(problem.layout.ranks);
+  const auto cells = static_cast<size_t>(problem.layout.ranks()) * static_cast<size_t>(problem.layout.ranks());
   EXPECT_EQ(m.forward.compute_ms.size(), cells);
   EXPECT_EQ(m.backward.step_ms.size(), cells);
   EXPECT_GT(m.forward.wall_ms, 0.0);
@@ -177,7 +177,7 @@ TEST(RingAttentionLayer, DenseModeEqualsDenseAttention) {
   RingRuntimeOptions options;
   options.return_outputs = true;
   const RingLayerMeasurement m = run_ring_attention_layer(p, options);
-  const int64_t n = p.layout.seq_len_tokens;
+  const int64_t n = p.layout.seq_len_tokens();
   const int32_t d = p.shape.head_dim;
   const auto q = ring_testing::host_inputs(p.seed, 0, 1, 2, n, d);
   const auto k = ring_testing::host_inputs(p.seed, 1, 1, 1, n, d);
@@ -235,7 +235,7 @@ TEST(RingAttentionLayer, EstimateModeSelectsTheSingleGpuKeptSets) {
 
   // Single-GPU estimator over the whole sequence on the same inputs.
   SPARSERING_CUDA_CHECK(cudaSetDevice(0));
-  const int64_t n = p.layout.seq_len_tokens;
+  const int64_t n = p.layout.seq_len_tokens();
   const int32_t rows = p.shape.batch * p.shape.q_heads;
   const auto q_all = ring_testing::host_inputs(p.seed, 0, 1, p.shape.q_heads, n, p.shape.head_dim);
   std::vector<bf16_bits> q_last;

@@ -63,7 +63,7 @@ inline RingKeptSets dense_kept(int32_t rows, int64_t n) {
 /// Runs the layer's kernels once over the whole sequence on device 0.
 inline ReferenceOutputs single_gpu_reference(const RingLayerProblem& problem, const RingKeptSets& kept) {
   SPARSERING_CUDA_CHECK(cudaSetDevice(0));
-  const int64_t n = problem.layout.seq_len_tokens;
+  const int64_t n = problem.layout.seq_len_tokens();
   AttentionShape shape = problem.shape;
   shape.q_len = n;
   shape.kv_len = n;
@@ -160,14 +160,14 @@ struct Comparison {
 inline Comparison compare(const RingLayerProblem& problem, const RingLayerMeasurement& m, int32_t heads,
                           int32_t width, const std::vector<float> RingRankOutputs::*field,
                           const std::vector<float>& reference) {
-  const RingTopology topo(problem.level_sizes, problem.ring_order, problem.layout.ranks);
-  const int64_t n = problem.layout.seq_len_tokens;
+  const RingTopology topo(problem.level_sizes, problem.ring_order, problem.layout.ranks());
+  const int64_t n = problem.layout.seq_len_tokens();
   const int64_t local = problem.layout.local_len();
   const int32_t bh = problem.shape.batch * heads;
   Comparison c;
   double diff2 = 0.0;
   double ref2 = 0.0;
-  for (int32_t g = 0; g < problem.layout.ranks; ++g) {
+  for (int32_t g = 0; g < problem.layout.ranks(); ++g) {
     const int32_t p = topo.ring_rank(GlobalRank(g)).value();
     const std::vector<float>& got = m.outputs[static_cast<size_t>(g)].*field;
     EXPECT_EQ(got.size(), static_cast<size_t>(int64_t{bh} * local * width)) << "rank " << g;

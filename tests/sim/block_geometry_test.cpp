@@ -27,7 +27,7 @@ std::vector<TokenLayout> small_layouts() {
 
 TEST(BlockGeometryTest, RunsCoverExactlyTheLocalTokens) {
   for (const TokenLayout& layout : small_layouts()) {
-    for (int32_t r = 0; r < layout.ranks; ++r) {
+    for (int32_t r = 0; r < layout.ranks(); ++r) {
       for (int64_t begin = 0; begin < layout.local_len(); begin += 5) {
         const int64_t end = std::min(layout.local_len(), begin + 7);
         std::vector<Interval> runs;
@@ -47,8 +47,8 @@ TEST(BlockGeometryTest, RunsCoverExactlyTheLocalTokens) {
 
 TEST(BlockGeometryTest, FirstLocalAtOrAfterMatchesScan) {
   for (const TokenLayout& layout : small_layouts()) {
-    for (int32_t r = 0; r < layout.ranks; ++r) {
-      for (int64_t g = 0; g < layout.seq_len_tokens; ++g) {
+    for (int32_t r = 0; r < layout.ranks(); ++r) {
+      for (int64_t g = 0; g < layout.seq_len_tokens(); ++g) {
         int64_t expected = layout.local_len();
         for (int64_t l = 0; l < layout.local_len(); ++l) {
           if (layout.global_token(r, l) >= g) {
@@ -57,7 +57,7 @@ TEST(BlockGeometryTest, FirstLocalAtOrAfterMatchesScan) {
           }
         }
         ASSERT_EQ(first_local_at_or_after(layout, r, g), expected)
-            << to_string(layout.kind) << " W=" << layout.ranks << " G=" << layout.granularity_tokens << " r=" << r
+            << to_string(layout.kind()) << " W=" << layout.ranks() << " G=" << layout.granularity_tokens() << " r=" << r
             << " g=" << g;
       }
     }
@@ -68,12 +68,12 @@ TEST(BlockGeometryTest, FirstLocalAtOrAfterIsTheSameForAllRanksBelowAndAllAboveT
   // The work counter computes the first query block that sees a column once for the ranks below
   // the column's owner and once for those above; this is the layout property it relies on.
   for (const TokenLayout& layout : small_layouts()) {
-    for (int64_t g = 0; g < layout.seq_len_tokens; ++g) {
+    for (int64_t g = 0; g < layout.seq_len_tokens(); ++g) {
       const int32_t owner = layout.owner(g).ring_rank;
-      for (int32_t r = 1; r < layout.ranks; ++r) {
+      for (int32_t r = 1; r < layout.ranks(); ++r) {
         if (r == owner || r - 1 == owner) continue;
         ASSERT_EQ(first_local_at_or_after(layout, r, g), first_local_at_or_after(layout, r - 1, g))
-            << to_string(layout.kind) << " W=" << layout.ranks << " g=" << g << " ranks " << r - 1 << ", " << r;
+            << to_string(layout.kind()) << " W=" << layout.ranks() << " g=" << g << " ranks " << r - 1 << ", " << r;
       }
     }
   }
@@ -87,7 +87,7 @@ TEST(BlockGeometryTest, ClassMembersAreOnePeriodApartOnEveryRank) {
         int64_t regular = 0;
         for (const BlockClass& cls : geo.q_classes) {
           regular += cls.members;
-          for (int32_t r = 0; r < layout.ranks; ++r) {
+          for (int32_t r = 0; r < layout.ranks(); ++r) {
             const auto& seg = geo.segments[static_cast<size_t>(cls.segment)];
             for (int64_t m = 0; m < cls.members; ++m) {
               const int64_t block = cls.first_block + m * cls.block_stride;
@@ -111,9 +111,8 @@ TEST(BlockGeometryTest, RejectsBadBlockSizes) {
   const auto layout = make_token_layout(LayoutKind::contiguous, 64, 2);
   EXPECT_THROW(make_block_geometry(layout, 0, 64), InputError);
   EXPECT_THROW(make_block_geometry(layout, 64, -1), InputError);
-  TokenLayout broken = layout;
-  broken.seq_len_tokens = 63;
-  EXPECT_THROW(make_block_geometry(broken, 64, 64), InputError);
+  // 63 tokens over 2 ranks: such a layout cannot be built, so none reaches make_block_geometry.
+  EXPECT_THROW(make_token_layout(LayoutKind::contiguous, 63, 2), InputError);
 }
 
 }  // namespace

@@ -31,16 +31,16 @@ KeptPattern random_pattern(std::mt19937_64& rng, int64_t n) {
 }
 
 std::string describe(const TokenLayout& layout, int64_t bq, int64_t bk) {
-  return str(to_string(layout.kind), " N=", layout.seq_len_tokens, " W=", layout.ranks, " G=",
-             layout.granularity_tokens, " bq=", bq, " bk=", bk);
+  return str(to_string(layout.kind()), " N=", layout.seq_len_tokens(), " W=", layout.ranks(), " G=",
+             layout.granularity_tokens(), " bq=", bq, " bk=", bk);
 }
 
 void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t bk, const KeptPattern& pattern) {
   const BlockGeometry geo = make_block_geometry(layout, bq, bk);
   const WorkMatrix fast = count_head_work(geo, pattern);
   const WorkMatrix slow = testing::brute_force_work(layout, bq, bk, pattern);
-  for (int32_t r = 0; r < layout.ranks; ++r) {
-    for (int32_t src = 0; src < layout.ranks; ++src) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
+    for (int32_t src = 0; src < layout.ranks(); ++src) {
       const WorkCounts& a = fast.at(r, src);
       const WorkCounts& b = slow.at(r, src);
       ASSERT_EQ(a.tiles, b.tiles) << describe(layout, bq, bk) << " r=" << r << " src=" << src;

@@ -15,7 +15,7 @@ namespace sparsering::testing {
 
 inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, int64_t block_k,
                                    const KeptPattern& pattern) {
-  const int64_t n = layout.seq_len_tokens;
+  const int64_t n = layout.seq_len_tokens();
   const int64_t len = layout.local_len();
   std::vector<char> is_slash(static_cast<size_t>(n), 0);
   std::vector<char> is_vertical(static_cast<size_t>(n), 0);
@@ -24,10 +24,10 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
   for (const int64_t v : pattern.vertical_positions) is_vertical[static_cast<size_t>(v)] = 1;
   const int64_t q_blocks = (len + block_q - 1) / block_q;
   const int64_t k_blocks = (len + block_k - 1) / block_k;
-  WorkMatrix out(layout.ranks);
+  WorkMatrix out(layout.ranks());
   std::vector<char> present(static_cast<size_t>(k_blocks));
-  for (int32_t r = 0; r < layout.ranks; ++r) {
-    for (int32_t src = 0; src < layout.ranks; ++src) {
+  for (int32_t r = 0; r < layout.ranks(); ++r) {
+    for (int32_t src = 0; src < layout.ranks(); ++src) {
       WorkCounts& cell = out.at(r, src);
       for (int64_t i = 0; i < q_blocks; ++i) {
         const int64_t q_end = std::min(len, (i + 1) * block_q);

@@ -44,11 +44,12 @@ TEST(PlanExportChecks, RefusesSizesThatDoNotFit) {
   t.plan.ring_levels.clear();
   test::expect_input_error([&] { check_plan_structure(t.plan); }, {"at least one level"});
   t = valid();
-  t.plan.layout.ranks = 2;
+  t.plan.layout = make_token_layout(t.plan.layout.kind(), t.plan.seq_len_tokens, 2, t.plan.layout.granularity_tokens());
   test::expect_input_error([&] { check_plan_structure(t.plan); }, {"layout is over 2 ranks"});
   t = valid();
-  t.plan.layout.granularity_tokens = 7;  // 256 tokens are not whole stripes of 7 x 4
-  test::expect_input_error([&] { check_plan_structure(t.plan); }, {"layout", "divisible"});
+  // 256 tokens are not whole stripes of 7 x 4: such a layout cannot even be built.
+  test::expect_input_error([&] { t.plan.layout = make_token_layout(LayoutKind::striped, 256, 4, 7); },
+                           {"layout", "divisible"});
   t = valid();
   t.plan.data_parallel = 0;
   test::expect_input_error([&] { check_plan_structure(t.plan); }, {"must be >= 1"});

@@ -61,10 +61,10 @@ TEST(SearchSpace, GranularitiesAreDivisorsAndMultiplesOfTheBlockThatDivideTheSeq
   const SearchSpace space = enumerate_search_space(testing::tiny_model(2, 1, 1), testing::test_cluster(1, 4, 80), 2048, o);
   std::set<std::tuple<int64_t, int64_t, int64_t>> seen;  // (W, block, G)
   for (const Geometry& g : space.geometries) {
-    if (g.layout.ranks == 1) continue;
-    seen.insert({g.layout.ranks, g.block, g.layout.granularity_tokens});
-    EXPECT_EQ(2048 % (g.layout.granularity_tokens * g.layout.ranks), 0);
-    EXPECT_NE(g.layout.granularity_tokens * g.layout.ranks, 2048) << "one stripe per rank is contiguous";
+    if (g.layout.ranks() == 1) continue;
+    seen.insert({g.layout.ranks(), g.block, g.layout.granularity_tokens()});
+    EXPECT_EQ(2048 % (g.layout.granularity_tokens() * g.layout.ranks()), 0);
+    EXPECT_NE(g.layout.granularity_tokens() * g.layout.ranks(), 2048) << "one stripe per rank is contiguous";
   }
   // W = 4: G in {32, 64, 128, 256} for b = 64 and {64, 128, 256} for b = 128 (512 x 4 = 2048 is
   // contiguous). W = 2: the same, with 512 allowed for b = 128.
@@ -91,13 +91,13 @@ TEST(SearchSpace, EveryCandidateIsADistinctValidPlan) {
       const PlanConfig back = parse_plan(write_plan_yaml(plan), "<round trip>");
       EXPECT_EQ(back.ring_order, plan.ring_order);
       EXPECT_EQ(back.ring_levels.size(), plan.ring_levels.size());
-      EXPECT_EQ(back.layout.granularity_tokens, plan.layout.granularity_tokens);
+      EXPECT_EQ(back.layout.granularity_tokens(), plan.layout.granularity_tokens());
       std::string levels;
       for (const RingLevel& l : plan.ring_levels) levels += str(l.size, ",");
       std::string order;
       for (const int64_t r : plan.ring_order) order += str(r, ",");
       EXPECT_TRUE(keys.insert(str(plan.context_parallel, "|", plan.head_parallel, "|", order, "|", levels, "|",
-                                  to_string(plan.layout.kind), plan.layout.granularity_tokens, "|",
+                                  to_string(plan.layout.kind()), plan.layout.granularity_tokens(), "|",
                                   plan.sparse.block_q, "|", to_string(plan.comm), "|", to_string(plan.recompute)))
                       .second)
           << "duplicate " << describe_candidate(space, c);
@@ -105,7 +105,7 @@ TEST(SearchSpace, EveryCandidateIsADistinctValidPlan) {
         EXPECT_EQ(c.hierarchy, 0);
       }
       if (plan.context_parallel == 1) {
-        EXPECT_EQ(plan.layout.kind, LayoutKind::contiguous);
+        EXPECT_EQ(plan.layout.kind(), LayoutKind::contiguous);
         EXPECT_EQ(plan.comm, CommPrimitive::p2p);
       }
     }

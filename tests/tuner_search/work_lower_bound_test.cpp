@@ -82,11 +82,11 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
       if (!offsets.empty()) {
         for (int32_t q = 0; q < w; ++q) {
           for (int32_t kv = 0; kv < w; ++kv) {
-            ASSERT_EQ(offsets[static_cast<size_t>(q - kv + w - 1)], exact.at(q, kv).tiles) << to_string(layout.kind);
+            ASSERT_EQ(offsets[static_cast<size_t>(q - kv + w - 1)], exact.at(q, kv).tiles) << to_string(layout.kind());
           }
         }
       } else {
-        EXPECT_TRUE(layout.kind == LayoutKind::zigzag || !exact_tiles);
+        EXPECT_TRUE(layout.kind() == LayoutKind::zigzag || !exact_tiles);
       }
       for (const ColumnBound columns : {ColumnBound::none, ColumnBound::representative, ColumnBound::dense}) {
         const bool dense = columns == ColumnBound::dense;
@@ -96,13 +96,13 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
           for (int32_t kv = 0; kv < w; ++kv) {
             const WorkCounts& e = exact.at(q, kv);
             const WorkCounts& b = bound.at(q, kv);
-            ASSERT_LE(b.tiles, e.tiles) << to_string(layout.kind) << " G=" << layout.granularity_tokens << " W=" << w;
+            ASSERT_LE(b.tiles, e.tiles) << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w;
             ASSERT_LE(b.column_chunks, e.column_chunks)
-                << to_string(layout.kind) << " G=" << layout.granularity_tokens << " W=" << w << " b=" << block
+                << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " b=" << block
                 << " cell " << q << "," << kv << " dense " << dense;
             ASSERT_GE(b.column_chunks, 0);
             if (exact_tiles) {
-              ASSERT_EQ(b.tiles, e.tiles) << to_string(layout.kind) << " G=" << layout.granularity_tokens;
+              ASSERT_EQ(b.tiles, e.tiles) << to_string(layout.kind()) << " G=" << layout.granularity_tokens();
             }
           }
         }
@@ -129,7 +129,7 @@ TEST(WorkLowerBound, TheDenseColumnPartOnlyAdds) {
         gained += strong.at(q, kv).column_chunks - weak.at(q, kv).column_chunks;
       }
     }
-    if (layout.kind == LayoutKind::contiguous) {
+    if (layout.kind() == LayoutKind::contiguous) {
       EXPECT_GT(gained, 0);
     }
   }

@@ -14,7 +14,7 @@ std::optional<std::string> dense_attention_loss(const PlanConfig& plan, std::str
 }
 
 std::optional<std::string> zigzag_only_loss(const PlanConfig& plan, std::string_view framework) {
-  if (plan.layout.kind == LayoutKind::zigzag) return std::nullopt;
+  if (plan.layout.kind() == LayoutKind::zigzag) return std::nullopt;
   return str("token layout: ", framework, "'s causal ring attention and data loader use the zigzag layout ",
              "(DualChunkSwap: context-parallel rank r holds chunks r and 2 x CP - 1 - r); the plan's ",
              layout_text(plan.layout), " layout cannot be selected. Closest equivalent written: zigzag, which under dynamic ",
@@ -23,8 +23,8 @@ std::optional<std::string> zigzag_only_loss(const PlanConfig& plan, std::string_
 }
 
 std::string layout_text(const TokenLayout& layout) {
-  if (layout.kind == LayoutKind::striped) return str("striped (granularity ", layout.granularity_tokens, " tokens)");
-  return std::string(to_string(layout.kind));
+  if (layout.kind() == LayoutKind::striped) return str("striped (granularity ", layout.granularity_tokens(), " tokens)");
+  return std::string(to_string(layout.kind()));
 }
 
 std::string plan_label(const PlanConfig& plan) {

@@ -58,10 +58,10 @@ ExportBundle export_mtraining(const ExportInput& input, const ExportOptions& opt
   const std::vector<size_t> levels = effective_levels(plan);
   std::string implementation;
   int64_t granularity = plan.sparse.block_q;
-  switch (plan.layout.kind) {
+  switch (plan.layout.kind()) {
     case LayoutKind::striped:
       implementation = (levels.size() >= 2 && heads == 1) ? "dr_stripe" : "stripe";
-      granularity = plan.layout.granularity_tokens;
+      granularity = plan.layout.granularity_tokens();
       break;
     case LayoutKind::zigzag: implementation = "zigzag"; break;
     case LayoutKind::contiguous:
@@ -70,7 +70,7 @@ ExportBundle export_mtraining(const ExportInput& input, const ExportOptions& opt
                             "(contiguous chunks, balanced for dense causal attention)");
       break;
   }
-  if (plan.layout.kind == LayoutKind::striped && plan.sparse.block_q != granularity) {
+  if (plan.layout.kind() == LayoutKind::striped && plan.sparse.block_q != granularity) {
     bundle.lost.push_back(str("block size: MTraining uses one granularity for the stripe and the query block; the ",
                               "plan has stripes of ", granularity, " tokens and query blocks of ", plan.sparse.block_q,
                               ". Closest equivalent written: granularity ", granularity));
@@ -81,9 +81,9 @@ ExportBundle export_mtraining(const ExportInput& input, const ExportOptions& opt
   }
   TokenLayout layout;
   try {
-    layout = make_token_layout(plan.layout.kind == LayoutKind::striped ? LayoutKind::striped : LayoutKind::zigzag,
+    layout = make_token_layout(plan.layout.kind() == LayoutKind::striped ? LayoutKind::striped : LayoutKind::zigzag,
                                plan.seq_len_tokens, static_cast<int32_t>(ring_size),
-                               plan.layout.kind == LayoutKind::striped ? granularity : 0);
+                               plan.layout.kind() == LayoutKind::striped ? granularity : 0);
   } catch (const InputError& error) {
     throw InputError(str("mtraining export: the layout over MTraining's ring of ", ring_size, ": ", error.what()));
   }

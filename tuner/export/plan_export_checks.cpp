@@ -43,15 +43,10 @@ void check_plan_structure(const PlanConfig& plan) {
   }
   require(product == plan.context_parallel, name, ": ring.levels sizes multiply to ", product,
           " but context_parallel is ", plan.context_parallel);
-  require(plan.layout.ranks == plan.context_parallel, name, ": the token layout is over ", plan.layout.ranks,
+  require(plan.layout.ranks() == plan.context_parallel, name, ": the token layout is over ", plan.layout.ranks(),
           " ranks but context_parallel is ", plan.context_parallel);
-  require(plan.layout.seq_len_tokens == plan.seq_len_tokens, name, ": the token layout covers ",
-          plan.layout.seq_len_tokens, " tokens but seq_len_tokens is ", plan.seq_len_tokens);
-  try {
-    (void)make_token_layout(plan.layout.kind, plan.seq_len_tokens, plan.layout.ranks, plan.layout.granularity_tokens);
-  } catch (const InputError& error) {
-    throw InputError(str(name, ": layout: ", error.what()));
-  }
+  require(plan.layout.seq_len_tokens() == plan.seq_len_tokens, name, ": the token layout covers ",
+          plan.layout.seq_len_tokens(), " tokens but seq_len_tokens is ", plan.seq_len_tokens);
   require(plan.micro_batch_sequences >= 1, name, ": micro_batch_sequences must be >= 1, got ",
           plan.micro_batch_sequences);
 }

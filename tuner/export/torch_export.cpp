@@ -48,7 +48,7 @@ std::string torch_plan_json(const PlanConfig& plan) {
                      {"token_slice", {s.head_index * slice, (s.head_index + 1) * slice}}});
   }
   nlohmann::json permutation = nlohmann::json::array();
-  for (int32_t r = 0; r < plan.layout.ranks; ++r) {
+  for (int32_t r = 0; r < plan.layout.ranks(); ++r) {
     std::vector<int64_t> row(static_cast<size_t>(local));
     for (int64_t i = 0; i < local; ++i) row[static_cast<size_t>(i)] = plan.layout.global_token(r, i);
     permutation.push_back(std::move(row));
@@ -66,8 +66,8 @@ std::string torch_plan_json(const PlanConfig& plan) {
       {"comm", std::string(to_string(plan.comm))},
       {"levels", levels},
       {"layout",
-       {{"kind", std::string(to_string(plan.layout.kind))},
-        {"granularity_tokens", plan.layout.granularity_tokens},
+       {{"kind", std::string(to_string(plan.layout.kind()))},
+        {"granularity_tokens", plan.layout.granularity_tokens()},
         {"local_tokens", local}}},
       {"rings", ring_groups(plan)},
       {"level_rings", level_rings},

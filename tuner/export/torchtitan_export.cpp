@@ -26,8 +26,8 @@ ExportBundle export_torchtitan(const ExportInput& input) {
   }
   TokenLayout layout;
   try {
-    layout = make_token_layout(plan.layout.kind, plan.seq_len_tokens, static_cast<int32_t>(cp_degree),
-                               plan.layout.granularity_tokens);
+    layout = make_token_layout(plan.layout.kind(), plan.seq_len_tokens, static_cast<int32_t>(cp_degree),
+                               plan.layout.granularity_tokens());
   } catch (const InputError& error) {
     throw InputError(str("torchtitan export: the plan's layout over torchtitan's ", cp_degree,
                          " context-parallel ranks: ", error.what()));
@@ -35,14 +35,14 @@ ExportBundle export_torchtitan(const ExportInput& input) {
 
   std::string balancer;
   std::ostringstream balancer_comment;
-  switch (plan.layout.kind) {
+  switch (plan.layout.kind()) {
     case LayoutKind::zigzag: balancer = "headtail"; break;
     case LayoutKind::striped:
       balancer = "ptrr";
       bundle.lost.push_back(str(
           "token layout: torchtitan's ptrr load balancer (FlexAttention only) deals BlockMask blocks (the BlockMask ",
           "block size, 128 tokens by default) to ranks in snake order of their causal work, not ",
-          plan.layout.granularity_tokens, "-token stripes round robin (stripe g to rank g mod ", cp_degree,
+          plan.layout.granularity_tokens(), "-token stripes round robin (stripe g to rank g mod ", cp_degree,
           "); under a plain causal mask rank r gets the blocks whose distance from the last block is r or ",
           2 * cp_degree - 1, " - r modulo ", 2 * cp_degree, ". Closest equivalent written: ptrr. ",
           "token_permutation.npy holds the plan's striped layout; a custom load balancer that applies it ",

@@ -42,8 +42,8 @@ void add_geometries(SearchSpace& space, int32_t degrees_index, int64_t block, co
   const auto add = [&](LayoutKind kind, int64_t granularity) {
     const TokenLayout layout = make_token_layout(kind, n, static_cast<int32_t>(w), granularity);
     for (const Geometry& g : space.geometries) {
-      if (g.degrees == degrees_index && g.block == block && g.layout.kind == layout.kind &&
-          g.layout.granularity_tokens == layout.granularity_tokens) {
+      if (g.degrees == degrees_index && g.block == block && g.layout.kind() == layout.kind() &&
+          g.layout.granularity_tokens() == layout.granularity_tokens()) {
         return;
       }
     }
@@ -174,8 +174,8 @@ PlanConfig make_candidate_plan(const SearchSpace& space, const Candidate& candid
   for (const RingLevel& level : plan.ring_levels) levels += str(levels.empty() ? "" : "x", level.size);
   plan.name = str(tmpl.name_prefix, "-h", g.head_parallel, "-cp", g.context_parallel, "-dp", g.data_parallel, "-",
                   to_string(order.placement), "-", to_string(order.family), "-r", levels, "-",
-                  to_string(geometry.layout.kind),
-                  geometry.layout.kind == LayoutKind::striped ? str(geometry.layout.granularity_tokens) : "", "-b",
+                  to_string(geometry.layout.kind()),
+                  geometry.layout.kind() == LayoutKind::striped ? str(geometry.layout.granularity_tokens()) : "", "-b",
                   geometry.block, "-", to_string(candidate.comm), "-", to_string(candidate.recompute), "-z",
                   candidate.zero_stage);
   return plan;
@@ -198,8 +198,8 @@ std::string describe_hierarchy(const RingHierarchy& hierarchy) {
 }
 
 std::string describe_layout(const TokenLayout& layout) {
-  if (layout.kind == LayoutKind::striped) return str("striped G=", layout.granularity_tokens);
-  return std::string(to_string(layout.kind));
+  if (layout.kind() == LayoutKind::striped) return str("striped G=", layout.granularity_tokens());
+  return std::string(to_string(layout.kind()));
 }
 
 std::string describe_candidate(const SearchSpace& space, const Candidate& candidate) {

@@ -244,8 +244,8 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
                                          g.layout.local_len());
     t->coarse_f.assign(static_cast<size_t>(model.layers), 0);
     t->coarse_b.assign(static_cast<size_t>(model.layers), 0);
-    if (exact_tile_count(g.layout, g.block) && g.layout.seq_len_tokens % g.block == 0 &&
-        (g.layout.kind != LayoutKind::striped || g.layout.granularity_tokens % g.block == 0)) {
+    if (exact_tile_count(g.layout, g.block) && g.layout.seq_len_tokens() % g.block == 0 &&
+        (g.layout.kind() != LayoutKind::striped || g.layout.granularity_tokens() % g.block == 0)) {
       const AttentionCostModel& cost = cost_.at(g.block);
       const std::vector<int64_t>& totals = total_tiles.at(g.block);
       const int64_t per_group = model.q_heads / t->groups;
@@ -572,7 +572,7 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   const DegreeTerms& d = degree_terms(order.degrees);
   const OrderTerms& o = order_terms(c.order);
   const GeometryTerms& gt = *geometry_terms_[static_cast<size_t>(c.geometry)];
-  const bool striped = geometry.layout.kind == LayoutKind::striped;
+  const bool striped = geometry.layout.kind() == LayoutKind::striped;
   const bool all_gather = c.comm == CommPrimitive::all_gather;
   const int64_t w = deg.context_parallel;
 

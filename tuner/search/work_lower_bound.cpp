@@ -30,12 +30,12 @@ struct AlignedModel {
 };
 
 bool aligned_model(const TokenLayout& layout, int64_t block, AlignedModel& m) {
-  const int64_t n = layout.seq_len_tokens;
-  const int64_t w = layout.ranks;
+  const int64_t n = layout.seq_len_tokens();
+  const int64_t w = layout.ranks();
   m.ranks = w;
   if (n % block != 0) return false;
   m.blocks = n / block;
-  switch (layout.kind) {
+  switch (layout.kind()) {
     case LayoutKind::contiguous:
       if ((n / w) % block != 0) return false;
       m.g = n / w / block;
@@ -47,9 +47,9 @@ bool aligned_model(const TokenLayout& layout, int64_t block, AlignedModel& m) {
       m.g = n / (2 * w) / block;
       return true;
     case LayoutKind::striped:
-      if (layout.granularity_tokens % block != 0) return false;
-      m.g = layout.granularity_tokens / block;
-      m.stripes = n / (layout.granularity_tokens * w);
+      if (layout.granularity_tokens() % block != 0) return false;
+      m.g = layout.granularity_tokens() / block;
+      m.stripes = n / (layout.granularity_tokens() * w);
       return true;
   }
   return false;
@@ -57,8 +57,8 @@ bool aligned_model(const TokenLayout& layout, int64_t block, AlignedModel& m) {
 
 /// Striped with stripes finer than the block: G | b and whole local blocks.
 bool fine_striped(const TokenLayout& layout, int64_t block) {
-  return layout.kind == LayoutKind::striped && layout.granularity_tokens < block &&
-         block % layout.granularity_tokens == 0 && layout.local_len() % block == 0;
+  return layout.kind() == LayoutKind::striped && layout.granularity_tokens() < block &&
+         block % layout.granularity_tokens() == 0 && layout.local_len() % block == 0;
 }
 
 /// Adds, for every rank p, the count of blocks below `x` that p owns, into a difference array
@@ -303,9 +303,9 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
 /// returns the tiles by rank offset r = p - src at [r + W - 1]. `out` may be null.
 std::vector<int64_t> fine_striped_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
                                         int64_t block, WorkMatrix* out, bool with_chunks) {
-  const int64_t w = layout.ranks;
+  const int64_t w = layout.ranks();
   const auto ww = static_cast<size_t>(w);
-  const int64_t grain = layout.granularity_tokens;
+  const int64_t grain = layout.granularity_tokens();
   const int64_t m = block / grain;
   const int64_t local_blocks = layout.local_len() / block;
   const bool chunks = with_chunks && out != nullptr && w <= 128;  // costs W^2 log per head
@@ -395,7 +395,7 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   require(block >= 1, "block size must be >= 1 token, got ", block);
   require(diagonals.empty() || diagonals.size() == heads.size(), "work bound: ", diagonals.size(),
           " diagonal sets for ", heads.size(), " heads");
-  WorkMatrix out(layout.ranks);
+  WorkMatrix out(layout.ranks());
   AlignedModel m;
   if (aligned_model(layout, block, m)) {
     aligned_bound(heads, diagonals, m, block, columns, out);

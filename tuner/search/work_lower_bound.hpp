@@ -48,7 +48,7 @@ enum class ColumnBound : int32_t {
 };
 
 /// The lower-bound work matrix of one head group: the sum over `heads` of each head's bound.
-/// Patterns must be normalized (normalize_pattern) for layout.seq_len_tokens. `block` is
+/// Patterns must be normalized (normalize_pattern) for layout.seq_len_tokens(). `block` is
 /// block_q = block_k. `diagonals`, if not empty, holds touched_diagonals(head, block) of each
 /// head (callers that bound many layouts compute them once). Throws InputError for block < 1 or
 /// a diagonal list of the wrong length.

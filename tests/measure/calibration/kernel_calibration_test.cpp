@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "../config/config_test_util.hpp"
+#include "tests/config/config_test_util.hpp"
 #include "common/atomic_file.hpp"
 #include "measure/calibration/calibration_output.hpp"
 #include "measure/calibration/kernel_calibration.hpp"

@@ -7,7 +7,7 @@
 #include <random>
 #include <utility>
 
-#include "../config/config_test_util.hpp"
+#include "tests/config/config_test_util.hpp"
 #include "measure/calibration/kernel_fit.hpp"
 
 namespace sparsering {

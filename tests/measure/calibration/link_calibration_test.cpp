@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "../config/config_test_util.hpp"
+#include "tests/config/config_test_util.hpp"
 #include "common/atomic_file.hpp"
 #include "sim/config/gpu_config.hpp"
 #include "sim/config/link_calibration.hpp"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "../config/config_test_util.hpp"
+#include "tests/config/config_test_util.hpp"
 #include "measure/calibration/link_fit.hpp"
 #include "sim/network/link_model.hpp"
 

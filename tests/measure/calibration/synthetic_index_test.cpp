@@ -5,7 +5,7 @@
 #include <random>
 #include <set>
 
-#include "../config/config_test_util.hpp"
+#include "tests/config/config_test_util.hpp"
 #include "measure/calibration/synthetic_index.hpp"
 
 namespace sparsering {

@@ -96,7 +96,7 @@ TEST(ValidationProblem, ResizedRingKeepsTheWorld) {
   EXPECT_EQ(four.data_parallel, 2);
   ASSERT_EQ(four.ring_levels.size(), 2U);
   EXPECT_EQ(four.ring_levels[0].size, 2);
-  EXPECT_EQ(four.layout.ranks, 4);
+  EXPECT_EQ(four.layout.ranks(), 4);
   check_plan_against(four, loaded.model, loaded.cluster);
   EXPECT_THROW(with_ring_size(loaded.plan, 3), InputError);
   EXPECT_THROW(with_ring_size(loaded.plan, 0), InputError);

@@ -110,7 +110,7 @@ void BM_ScaleTokens(benchmark::State& state) {
   PlanConfig plan = base.plan;
   plan.seq_len_tokens = state.range(0);
   plan.layout = make_token_layout(LayoutKind::striped, plan.seq_len_tokens, static_cast<int32_t>(plan.context_parallel),
-                                  plan.layout.granularity_tokens);
+                                  plan.layout.granularity_tokens());
   plan.prediction.reset();
   run_cold(state, plan, base.cluster);
 }

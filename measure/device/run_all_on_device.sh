@@ -26,19 +26,19 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 mkdir -p "$OUT"
 stamp "$gpus GPU(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
-# 1. Calibration (kernels/bench/run_calibrate_on_device.sh builds `sparsering` in $BUILD).
+# 1. Calibration (measure/device/run_calibrate_on_device.sh builds `sparsering` in $BUILD).
 cluster_arg=""
 [ "$gpus" -ge 2 ] && cluster_arg="$CLUSTER"
 OUT=$OUT/calibrate-random GPU_CONFIG=$GPU_CONFIG CLUSTER=$cluster_arg CALIBRATE_ARGS="--repeats 7" \
-  timeout $(( $(left) / 3 )) bash kernels/bench/run_calibrate_on_device.sh > "$OUT/calibrate-random.log" 2>&1
+  timeout $(( $(left) / 3 )) bash measure/device/run_calibrate_on_device.sh > "$OUT/calibrate-random.log" 2>&1
 stamp "calibrate (random placement, hops) exit $?"
 OUT=$OUT/calibrate GPU_CONFIG=$GPU_CONFIG CLUSTER="" CALIBRATE_ARGS="--repeats 7 --banded" \
-  timeout $(( $(left) / 3 )) bash kernels/bench/run_calibrate_on_device.sh > "$OUT/calibrate.log" 2>&1
+  timeout $(( $(left) / 3 )) bash measure/device/run_calibrate_on_device.sh > "$OUT/calibrate.log" 2>&1
 stamp "calibrate (banded placement) exit $?"
 
 # 2. Validation against the calibration just written into $GPU_CONFIG.
 OUT=$OUT/validation GPUS=$gpus ITERATIONS=${ITERATIONS:-3} \
-  timeout $(( $(left) * 3 / 4 )) bash kernels/bench/run_validation_on_device.sh > "$OUT/validation.log" 2>&1
+  timeout $(( $(left) * 3 / 4 )) bash measure/device/run_validation_on_device.sh > "$OUT/validation.log" 2>&1
 stamp "validation exit $?"
 
 # 3. Ring runtime: tests on 2 and 4 GPUs, layer benchmark, two emulated nodes.

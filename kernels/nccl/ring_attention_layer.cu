@@ -5,7 +5,11 @@
 // step t waits for the arrival event of its chunk; a receive into a reused buffer waits for the
 // compute and the forwards of the chunk it replaces (RingTopology::kv_buffer_plan). The host
 // stays one step ahead and waits, bounded (NcclWorld), for the compute of the previous step, so
-// a dead peer is named with its step.
+// a dead peer is named with its step. RankRun holds one rank's resources; its phases (set up,
+// upload inputs, layout shuffle, pattern, index build, forward ring, backward ring with the dK/dV
+// ring, outputs) run in that order every iteration. A step whose index is empty still records
+// its events and posts its hops, so stream order and the NCCL calls are those of every other
+// step; only the attention launch, which would compute nothing, is left out.
 #include "kernels/nccl/ring_attention_layer.hpp"
 
 #include <cuda_runtime_api.h>
@@ -26,6 +30,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/estimate_pattern.hpp"
+#include "kernels/cuda/gpu_timer.hpp"
 #include "kernels/cuda/recall_select.hpp"
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 #include "kernels/cuda/sparse_attn_fwd.hpp"
@@ -52,49 +57,6 @@ struct Geometry {
   int64_t lse_elems() const { return int64_t{batch} * q_heads * local_tokens; }
   int32_t rows() const { return batch * q_heads; }
 };
-
-/// Kept sets padded to (rows, capacity), as KeptSetsView reads them.
-struct HostKept {
-  int32_t rows = 0;
-  int32_t capacity = 1;
-  std::vector<int32_t> vertical_count, vertical_keys, slash_count, slash_offsets;
-};
-
-HostKept pack_kept(const RingLayerProblem& problem) {
-  HostKept kept;
-  kept.rows = problem.shape.batch * problem.shape.q_heads;
-  const auto rows = static_cast<size_t>(kept.rows);
-  const int64_t n_total = problem.layout.seq_len_tokens();
-  if (problem.pattern == PatternSource::dense) {
-    kept.capacity = static_cast<int32_t>(n_total);
-    kept.vertical_count.assign(rows, 0);
-    kept.vertical_keys.assign(rows * static_cast<size_t>(kept.capacity), 0);
-    kept.slash_count.assign(rows, kept.capacity);
-    kept.slash_offsets.resize(rows * static_cast<size_t>(kept.capacity));
-    for (size_t r = 0; r < rows; ++r) {
-      for (int32_t d = 0; d < kept.capacity; ++d) kept.slash_offsets[r * static_cast<size_t>(kept.capacity) + static_cast<size_t>(d)] = d;
-    }
-    return kept;
-  }
-  size_t capacity = 1;
-  for (size_t r = 0; r < rows; ++r) {
-    capacity = std::max({capacity, problem.kept.vertical_keys[r].size(), problem.kept.slash_offsets[r].size()});
-  }
-  kept.capacity = static_cast<int32_t>(capacity);
-  kept.vertical_count.resize(rows);
-  kept.slash_count.resize(rows);
-  kept.vertical_keys.assign(rows * capacity, 0);
-  kept.slash_offsets.assign(rows * capacity, 0);
-  for (size_t r = 0; r < rows; ++r) {
-    const auto& v = problem.kept.vertical_keys[r];
-    const auto& s = problem.kept.slash_offsets[r];
-    kept.vertical_count[r] = static_cast<int32_t>(v.size());
-    kept.slash_count[r] = static_cast<int32_t>(s.size());
-    std::copy(v.begin(), v.end(), kept.vertical_keys.begin() + static_cast<std::ptrdiff_t>(r * capacity));
-    std::copy(s.begin(), s.end(), kept.slash_offsets.begin() + static_cast<std::ptrdiff_t>(r * capacity));
-  }
-  return kept;
-}
 
 /// Row maps of the layout all-to-all of one position for a tensor of `heads` heads: its
 /// contiguous shard is packed by destination (segments in position order, rows (bh, token) inside)
@@ -146,25 +108,12 @@ struct DeviceShuffle {
 /// Owned CUDA events (timing enabled: every event may be timed).
 class EventSet {
  public:
-  explicit EventSet(size_t count) : events_(count, nullptr) {
-    for (auto& e : events_) SPARSERING_CUDA_CHECK(cudaEventCreate(&e));
-  }
-  EventSet(const EventSet&) = delete;
-  EventSet& operator=(const EventSet&) = delete;
-  ~EventSet() {
-    for (auto e : events_) (void)cudaEventDestroy(e);
-  }
-  cudaEvent_t operator[](size_t i) const { return events_[i]; }
+  explicit EventSet(size_t count) : events_(count) {}
+  cudaEvent_t operator[](size_t i) const { return events_[i].get(); }
 
  private:
-  std::vector<cudaEvent_t> events_;
+  std::vector<CudaEvent> events_;
 };
-
-float elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
-  float ms = 0.0f;
-  SPARSERING_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
-  return ms;
-}
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
@@ -185,7 +134,7 @@ struct RankResult {
   std::vector<double> shuffle_ms, estimate_ms, index_ms;
   std::vector<int64_t> tiles, columns;
   RingRankOutputs outputs;
-  RingKeptSets kept;
+  KeptSet kept;  ///< estimate: the selected sets of the last iteration
   bool ran = false;
 };
 
@@ -198,7 +147,7 @@ struct SharedRun {
   RingTopology topology;
   KvBufferPlan plan;
   Geometry geo;
-  HostKept kept;  ///< kept_sets / dense
+  PaddedKeptSet kept;  ///< kept_sets / dense: the padded sets every rank uploads
   float softmax_scale = 0.0f;
 };
 
@@ -312,384 +261,490 @@ void estimate_kept_sets(const SharedRun& sh, NcclWorld& world, int32_t position,
   world.wait_stream(stream, "estimation: recall selection");
 }
 
-void run_rank(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankResult& result) {
-  const RingLayerProblem& pr = *sh.problem;
-  const RingRuntimeOptions& opt = *sh.options;
-  const RingTopology& topo = sh.topology;
-  const KvBufferPlan& plan = sh.plan;
-  const Geometry& g = sh.geo;
-  const int32_t w = g.ranks;
-  const int32_t levels = topo.levels();
-  const RingRank pos = topo.ring_rank(GlobalRank(global));
-  const int32_t p = pos.value();
-  const int32_t device = opt.devices.empty() ? global : opt.devices[static_cast<size_t>(global)];
-
-  NcclWorld world(NcclWorldConfig{global, w, device, id, opt.timeout_s});
-  std::vector<ncclComm_t> kv_comm, acc_comm;
-  for (int32_t l = 0; l < levels; ++l) kv_comm.push_back(world.duplicate());
-  if (pr.backward) {
-    for (int32_t l = 0; l < levels; ++l) acc_comm.push_back(world.duplicate());
+/// Events of one pass: per step start / end / arrival, per (step, level) sent and accumulator
+/// hop, pass start / end, K/V ready, accumulators home.
+struct PassEvents {
+  EventSet start, end, arrived, sent, acc;
+  cudaEvent_t pass_start, pass_end, ready, final_home;
+  EventSet misc;
+  std::vector<bool> sent_recorded;
+  PassEvents(size_t w_, size_t l_)
+      : start(w_), end(w_), arrived(w_), sent(w_ * l_), acc(w_ * l_), pass_start(nullptr), pass_end(nullptr),
+        ready(nullptr), final_home(nullptr), misc(4), sent_recorded(w_ * l_, false) {
+    pass_start = misc[0];
+    pass_end = misc[1];
+    ready = misc[2];
+    final_home = misc[3];
   }
-  CudaStream compute;
-  std::vector<std::unique_ptr<CudaStream>> kv_stream, acc_stream;
-  for (int32_t l = 0; l < levels; ++l) {
-    kv_stream.push_back(std::make_unique<CudaStream>());
-    acc_stream.push_back(std::make_unique<CudaStream>());
-  }
-  cudaStream_t cs = compute.get();
-  const auto uz = [](int64_t v) { return static_cast<size_t>(v); };
+};
 
-  // Inputs of the contiguous shard, generated from the seed.
-  const int64_t qe = g.q_elems();
-  const int64_t kve = g.kv_elems();
-  DeviceBuffer<bf16_bits> shard_q(uz(qe)), shard_k(uz(kve)), shard_v(uz(kve)), shard_do(pr.backward ? uz(qe) : 0);
-  const int64_t first = int64_t{p} * g.local_tokens;
-  launch_generate_ring_inputs(shard_q.data(), pr.seed, 0, g.batch, g.q_heads, g.local_tokens, g.head_dim, first, cs);
-  launch_generate_ring_inputs(shard_k.data(), pr.seed, 1, g.batch, g.kv_heads, g.local_tokens, g.head_dim, first, cs);
-  launch_generate_ring_inputs(shard_v.data(), pr.seed, 2, g.batch, g.kv_heads, g.local_tokens, g.head_dim, first, cs);
-  if (pr.backward) {
-    launch_generate_ring_inputs(shard_do.data(), pr.seed, 3, g.batch, g.q_heads, g.local_tokens, g.head_dim, first, cs);
+/// Per-step kernel, step and wait times of a finished pass of `w` steps, from its events.
+PassSample read_pass_sample(const PassEvents& ev, int32_t w) {
+  PassSample sample;
+  for (int32_t t = 0; t < w; ++t) {
+    const auto tz = static_cast<size_t>(t);
+    const cudaEvent_t previous_end = t == 0 ? ev.pass_start : ev.end[tz - 1];
+    sample.compute_ms.push_back(elapsed_ms(ev.start[tz], ev.end[tz]));
+    sample.step_ms.push_back(elapsed_ms(previous_end, ev.end[tz]));
+    sample.wait_ms.push_back(elapsed_ms(previous_end, ev.start[tz]));
   }
-  DeviceShuffle shuffle_q(make_shuffle_maps(pr.layout, p, g.batch * g.q_heads));
-  DeviceShuffle shuffle_kv(make_shuffle_maps(pr.layout, p, g.batch * g.kv_heads));
-  DeviceBuffer<bf16_bits> send(uz(std::max(qe, kve))), recv(uz(std::max(qe, kve)));
+  sample.total_ms = elapsed_ms(ev.pass_start, ev.pass_end);
+  return sample;
+}
 
-  // Layout buffers and ring state.
-  DeviceBuffer<bf16_bits> q(uz(qe)), dout(pr.backward ? uz(qe) : 0), own_kv(uz(2 * kve));
-  std::vector<DeviceBuffer<bf16_bits>> slots;
-  for (int32_t b = 0; b < plan.buffers; ++b) slots.emplace_back(uz(2 * kve));
-  DeviceBuffer<float> out(uz(qe)), lse(uz(g.lse_elems())), delta(pr.backward ? uz(g.lse_elems()) : 0),
-      dq(pr.backward ? uz(qe) : 0);
-  std::vector<DeviceBuffer<float>> local_acc;
-  std::map<std::tuple<int32_t, int32_t, bool>, DeviceBuffer<float>> acc_recv;
-  if (pr.backward) {
-    for (int32_t t = 0; t < w; ++t) local_acc.emplace_back(uz(2 * kve));
-    if (w > 1) {
-      for (int32_t t = 0; t < w; ++t) {
-        for (const AccumulatorHop& hop : topo.accumulator_hops(pos, t)) {
-          acc_recv.emplace(std::make_tuple(hop.level, hop.recv_step, hop.recv_lands), DeviceBuffer<float>(uz(2 * kve)));
+/// `count` duplicates of the world communicator (collective: every rank in the same order).
+std::vector<ncclComm_t> duplicate_comms(NcclWorld& world, int32_t count) {
+  std::vector<ncclComm_t> comms;
+  for (int32_t l = 0; l < count; ++l) comms.push_back(world.duplicate());
+  return comms;
+}
+
+size_t uz(int64_t v) { return static_cast<size_t>(v); }
+
+/// One rank of the ring for a whole run, on its own host thread: its communicators, streams,
+/// buffers and events, and the phases of an iteration. Members are declared in the order they are
+/// created, so they are released in reverse and the NCCL world (the device and the
+/// communicators) goes last.
+class RankRun {
+ public:
+  /// Sets up the rank: NCCL world and its duplicates (K/V per level, then dK/dV per level),
+  /// streams, input shards, layout and ring buffers, the pattern upload, events.
+  RankRun(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankResult& result)
+      : sh_(sh), pr_(*sh.problem), opt_(*sh.options), topo_(sh.topology), plan_(sh.plan), g_(sh.geo),
+        w_(sh.geo.ranks), levels_(sh.topology.levels()), global_(global),
+        pos_(sh.topology.ring_rank(GlobalRank(global))), p_(pos_.value()), qe_(sh.geo.q_elems()),
+        kve_(sh.geo.kv_elems()), wz_(static_cast<size_t>(w_)), lz_(static_cast<size_t>(levels_)), result_(result),
+        world_(NcclWorldConfig{global, w_, opt_.devices.empty() ? global : opt_.devices[static_cast<size_t>(global)],
+                               id, opt_.timeout_s}),
+        kv_comm_(duplicate_comms(world_, levels_)),
+        acc_comm_(pr_.backward ? duplicate_comms(world_, levels_) : std::vector<ncclComm_t>{}) {
+    for (int32_t l = 0; l < levels_; ++l) {
+      kv_stream_.push_back(std::make_unique<CudaStream>());
+      acc_stream_.push_back(std::make_unique<CudaStream>());
+    }
+    cs_ = compute_.get();
+    upload_inputs();
+    allocate_ring_buffers();
+    upload_pattern();
+    fwd_ev_ = std::make_unique<PassEvents>(wz_, lz_);
+    bwd_ev_ = std::make_unique<PassEvents>(wz_, lz_);
+    shuffle_ev_ = std::make_unique<EventSet>(2);
+  }
+
+  /// Runs warmup + iterations of: layout shuffle, pattern, step indices, forward ring, backward
+  /// ring; records the timed iterations' times and the last iteration's outputs in the result.
+  void run() {
+    const int32_t total_iterations = pr_.warmup + pr_.iterations;
+    for (int32_t it = 0; it < total_iterations; ++it) {
+      const bool timed = it >= pr_.warmup;
+      const bool last = it + 1 == total_iterations;
+      shuffle_layout(timed);
+      if (pr_.pattern == PatternSource::estimate) estimate_pattern(timed);
+      build_indices(timed);
+      barrier("the barrier before the forward ring");
+      forward_ring(timed);
+      if (pr_.backward) {
+        barrier("the barrier before the backward ring");
+        backward_ring(timed, last);
+      }
+      if (last) collect_outputs();
+    }
+    result_.ran = true;
+  }
+
+ private:
+  /// Generates Q, K, V (and dO) of the contiguous shard from the seed; the shuffle maps and the
+  /// all-to-all staging buffers.
+  void upload_inputs() {
+    shard_q_ = DeviceBuffer<bf16_bits>(uz(qe_));
+    shard_k_ = DeviceBuffer<bf16_bits>(uz(kve_));
+    shard_v_ = DeviceBuffer<bf16_bits>(uz(kve_));
+    shard_do_ = DeviceBuffer<bf16_bits>(pr_.backward ? uz(qe_) : 0);
+    const int64_t first = int64_t{p_} * g_.local_tokens;
+    launch_generate_ring_inputs(shard_q_.data(), pr_.seed, 0, g_.batch, g_.q_heads, g_.local_tokens, g_.head_dim, first, cs_);
+    launch_generate_ring_inputs(shard_k_.data(), pr_.seed, 1, g_.batch, g_.kv_heads, g_.local_tokens, g_.head_dim, first, cs_);
+    launch_generate_ring_inputs(shard_v_.data(), pr_.seed, 2, g_.batch, g_.kv_heads, g_.local_tokens, g_.head_dim, first, cs_);
+    if (pr_.backward) {
+      launch_generate_ring_inputs(shard_do_.data(), pr_.seed, 3, g_.batch, g_.q_heads, g_.local_tokens, g_.head_dim, first,
+                                  cs_);
+    }
+    shuffle_q_ = std::make_unique<DeviceShuffle>(make_shuffle_maps(pr_.layout, p_, g_.batch * g_.q_heads));
+    shuffle_kv_ = std::make_unique<DeviceShuffle>(make_shuffle_maps(pr_.layout, p_, g_.batch * g_.kv_heads));
+    send_ = DeviceBuffer<bf16_bits>(uz(std::max(qe_, kve_)));
+    recv_ = DeviceBuffer<bf16_bits>(uz(std::max(qe_, kve_)));
+  }
+
+  /// The layout buffers (Q, dO, own K/V), the K/V slots of the buffer plan, the outputs and, for
+  /// the backward, the per-step dK/dV accumulators and their receive buffers.
+  void allocate_ring_buffers() {
+    q_ = DeviceBuffer<bf16_bits>(uz(qe_));
+    dout_ = DeviceBuffer<bf16_bits>(pr_.backward ? uz(qe_) : 0);
+    own_kv_ = DeviceBuffer<bf16_bits>(uz(2 * kve_));
+    for (int32_t b = 0; b < plan_.buffers; ++b) slots_.emplace_back(uz(2 * kve_));
+    out_ = DeviceBuffer<float>(uz(qe_));
+    lse_ = DeviceBuffer<float>(uz(g_.lse_elems()));
+    delta_ = DeviceBuffer<float>(pr_.backward ? uz(g_.lse_elems()) : 0);
+    dq_ = DeviceBuffer<float>(pr_.backward ? uz(qe_) : 0);
+    if (pr_.backward) {
+      for (int32_t t = 0; t < w_; ++t) local_acc_.emplace_back(uz(2 * kve_));
+      if (w_ > 1) {
+        for (int32_t t = 0; t < w_; ++t) {
+          for (const AccumulatorHop& hop : topo_.accumulator_hops(pos_, t)) {
+            acc_recv_.emplace(std::make_tuple(hop.level, hop.recv_step, hop.recv_lands), DeviceBuffer<float>(uz(2 * kve_)));
+          }
         }
       }
     }
+    barrier_value_ = DeviceBuffer<float>(1);
   }
-  DeviceBuffer<float> barrier_value(1);
 
-  // Pattern source (kept / dense: uploaded once).
-  DeviceBuffer<int32_t> vcount, vkeys, scount, soffs;
-  int32_t kept_capacity = sh.kept.capacity;
-  if (pr.pattern != PatternSource::estimate) {
+  /// Kept sets and dense: the padded sets uploaded once (timed as the pattern time). Estimate:
+  /// only the capacity, the sets are selected every iteration.
+  void upload_pattern() {
+    kept_capacity_ = sh_.kept.capacity;
+    if (pr_.pattern != PatternSource::estimate) {
+      const auto t0 = std::chrono::steady_clock::now();
+      vcount_ = DeviceBuffer<int32_t>(sh_.kept.vertical_count);
+      vkeys_ = DeviceBuffer<int32_t>(sh_.kept.vertical_keys);
+      scount_ = DeviceBuffer<int32_t>(sh_.kept.slash_count);
+      soffs_ = DeviceBuffer<int32_t>(sh_.kept.slash_offsets);
+      result_.estimate_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      kept_capacity_ = static_cast<int32_t>(std::min<int64_t>(pr_.capacity, pr_.layout.seq_len_tokens()));
+    }
+  }
+
+  /// The layout all-to-all of Q, K, V (and dO) from the contiguous shards; timed with events.
+  void shuffle_layout(bool timed) {
+    world_.set_phase("layout shuffle");
+    const EventSet& ev = *shuffle_ev_;
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev[0], cs_));
+    shuffle_tensor(shard_q_.data(), q_.data(), *shuffle_q_);
+    shuffle_tensor(shard_k_.data(), own_kv_.data(), *shuffle_kv_);
+    shuffle_tensor(shard_v_.data(), own_kv_.data() + kve_, *shuffle_kv_);
+    if (pr_.backward) shuffle_tensor(shard_do_.data(), dout_.data(), *shuffle_q_);
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev[1], cs_));
+    world_.wait_event(ev[1], "the layout shuffle");
+    if (timed) result_.shuffle_ms.push_back(elapsed_ms(ev[0], ev[1]));
+  }
+
+  /// Estimate: selects the kept sets across shards into the pattern buffers (host-timed).
+  void estimate_pattern(bool timed) {
+    world_.set_phase("pattern estimation");
     const auto t0 = std::chrono::steady_clock::now();
-    vcount = DeviceBuffer<int32_t>(sh.kept.vertical_count);
-    vkeys = DeviceBuffer<int32_t>(sh.kept.vertical_keys);
-    scount = DeviceBuffer<int32_t>(sh.kept.slash_count);
-    soffs = DeviceBuffer<int32_t>(sh.kept.slash_offsets);
-    result.estimate_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  } else {
-    kept_capacity = static_cast<int32_t>(std::min<int64_t>(pr.capacity, pr.layout.seq_len_tokens()));
+    estimate_kept_sets(sh_, world_, p_, q_.data(), own_kv_.data(), cs_, vcount_, vkeys_, scount_, soffs_);
+    if (timed) {
+      result_.estimate_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
 
-  // Events: per pass, per step start / end / arrival, per (step, level) sent; pass start / end.
-  const auto wz = static_cast<size_t>(w);
-  const auto lz = static_cast<size_t>(levels);
-  struct PassEvents {
-    EventSet start, end, arrived, sent, acc;
-    cudaEvent_t pass_start, pass_end, ready, final_home;
-    EventSet misc;
-    std::vector<bool> sent_recorded;
-    PassEvents(size_t w_, size_t l_)
-        : start(w_), end(w_), arrived(w_), sent(w_ * l_), acc(w_ * l_), pass_start(nullptr), pass_end(nullptr),
-          ready(nullptr), final_home(nullptr), misc(4), sent_recorded(w_ * l_, false) {
-      pass_start = misc[0];
-      pass_end = misc[1];
-      ready = misc[2];
-      final_home = misc[3];
+  /// Builds the index of every step (K/V chunk of its source position) on the GPU; host-timed.
+  void build_indices(bool timed) {
+    const KeptSetsView kept_view{g_.rows(), kept_capacity_, vcount_.data(), vkeys_.data(), scount_.data(), soffs_.data()};
+    world_.set_phase("index build");
+    const auto t0 = std::chrono::steady_clock::now();
+    index_.clear();
+    result_.tiles.assign(wz_, 0);
+    result_.columns.assign(wz_, 0);
+    for (int32_t t = 0; t < w_; ++t) {
+      const RingPosition rp{pr_.layout, p_, topo_.chunk_source(pos_, t).value()};
+      index_.push_back(launch_build_sparse_index(kept_view, rp, pr_.block_q, pr_.block_k, cs_));
+      result_.tiles[static_cast<size_t>(t)] = index_.back().tiles;
+      result_.columns[static_cast<size_t>(t)] = index_.back().columns;
     }
-  };
-  PassEvents fwd_ev(wz, lz), bwd_ev(wz, lz);
-  // Per-step kernel, step and wait times of a finished pass, from its events.
-  const auto read_pass_sample = [w](const PassEvents& ev) {
-    PassSample sample;
-    for (int32_t t = 0; t < w; ++t) {
-      const auto tz = static_cast<size_t>(t);
-      const cudaEvent_t previous_end = t == 0 ? ev.pass_start : ev.end[tz - 1];
-      sample.compute_ms.push_back(elapsed_ms(ev.start[tz], ev.end[tz]));
-      sample.step_ms.push_back(elapsed_ms(previous_end, ev.end[tz]));
-      sample.wait_ms.push_back(elapsed_ms(previous_end, ev.start[tz]));
+    if (timed) {
+      result_.index_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
-    sample.total_ms = elapsed_ms(ev.pass_start, ev.pass_end);
-    return sample;
-  };
-  EventSet shuffle_ev(2);
+  }
 
-  const auto chunk_ptr = [&](int32_t t) { return slots[static_cast<size_t>(plan.slot[static_cast<size_t>(t)])].data(); };
+  /// The forward ring: per step, post the K/V hops, wait for the chunk, merge the step's
+  /// attention into (out, lse); the host waits for step t-1 while step t is queued.
+  void forward_ring(bool timed) {
+    PassEvents& ev = *fwd_ev_;
+    std::fill(ev.sent_recorded.begin(), ev.sent_recorded.end(), false);
+    SPARSERING_CUDA_CHECK(cudaMemsetAsync(out_.data(), 0, out_.bytes(), cs_));
+    launch_fill_floats(lse_.data(), g_.lse_elems(), -std::numeric_limits<float>::infinity(), cs_);
+    SPARSERING_CUDA_CHECK(cudaMemcpyAsync(slots_[0].data(), own_kv_.data(), own_kv_.bytes(), cudaMemcpyDeviceToDevice, cs_));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev.ready, cs_));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_start, cs_));
+    for (int32_t t = 0; t < w_; ++t) {
+      world_.set_phase(str("forward ring step ", t));
+      post_kv(RingPass::forward, ev, t);
+      if (t > 0) SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(cs_, ev.arrived[static_cast<size_t>(t)], 0));
+      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.start[static_cast<size_t>(t)], cs_));
+      if (step_has_work(t)) {
+        SparseAttnFwdParams fp;
+        fp.shape = pr_.shape;
+        fp.position = RingPosition{pr_.layout, p_, topo_.chunk_source(pos_, t).value()};
+        fp.index = index_[static_cast<size_t>(t)].view();
+        fp.softmax_scale = sh_.softmax_scale;
+        fp.q = q_.data();
+        fp.k = chunk_ptr(t);
+        fp.v = chunk_ptr(t) + kve_;
+        fp.out = out_.data();
+        fp.lse = lse_.data();
+        launch_sparse_attn_fwd(fp, cs_);
+      }
+      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.end[static_cast<size_t>(t)], cs_));
+      if (opt_.after_step) opt_.after_step(global_, RingPass::forward, t);
+      if (t > 0) {
+        world_.set_phase(str("forward ring step ", t - 1));
+        world_.wait_event(ev.end[static_cast<size_t>(t - 1)], describe_wait(t - 1));
+      }
+    }
+    world_.set_phase(str("forward ring step ", w_ - 1));
+    world_.wait_event(ev.end[wz_ - 1], describe_wait(w_ - 1));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_end, cs_));
+    for (auto& s : kv_stream_) world_.wait_stream(s->get(), "the forward K/V hops to finish");
+    world_.wait_event(ev.pass_end, "the end of the forward ring");
+    if (timed) result_.forward.push_back(read_pass_sample(ev, w_));
+  }
 
-  // Posts the K/V hops of step t (outer level first).
-  const auto post_kv = [&](RingPass pass, PassEvents& ev, int32_t t) {
-    for (const KvHop& hop : topo.kv_hops(pos, t)) {
+  /// The backward ring: delta pre-pass, then per step the K/V hops, the step's dQ and local
+  /// dK/dV, and the dK/dV hops (mirror route) that bring the own chunk's sums home. On the last
+  /// iteration with return_outputs, downloads dQ, dK and dV.
+  void backward_ring(bool timed, bool last) {
+    PassEvents& ev = *bwd_ev_;
+    std::fill(ev.sent_recorded.begin(), ev.sent_recorded.end(), false);
+    SPARSERING_CUDA_CHECK(cudaMemsetAsync(dq_.data(), 0, dq_.bytes(), cs_));
+    for (auto& b : local_acc_) SPARSERING_CUDA_CHECK(cudaMemsetAsync(b.data(), 0, b.bytes(), cs_));
+    SPARSERING_CUDA_CHECK(cudaMemcpyAsync(slots_[0].data(), own_kv_.data(), own_kv_.bytes(), cudaMemcpyDeviceToDevice, cs_));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev.ready, cs_));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_start, cs_));
+    AttnBwdDeltaParams dp;
+    dp.shape = pr_.shape;
+    dp.dout = dout_.data();
+    dp.out = out_.data();
+    dp.delta = delta_.data();
+    launch_attn_bwd_delta(dp, cs_);
+    float* final_acc = local_acc_[0].data();
+    for (int32_t t = 0; t < w_; ++t) {
+      world_.set_phase(str("backward ring step ", t));
+      post_kv(RingPass::backward, ev, t);
+      if (t > 0) SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(cs_, ev.arrived[static_cast<size_t>(t)], 0));
+      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.start[static_cast<size_t>(t)], cs_));
+      if (step_has_work(t)) {
+        SparseAttnBwdParams bp;
+        bp.shape = pr_.shape;
+        bp.position = RingPosition{pr_.layout, p_, topo_.chunk_source(pos_, t).value()};
+        bp.index = index_[static_cast<size_t>(t)].view();
+        bp.softmax_scale = sh_.softmax_scale;
+        bp.q = q_.data();
+        bp.k = chunk_ptr(t);
+        bp.v = chunk_ptr(t) + kve_;
+        bp.dout = dout_.data();
+        bp.lse = lse_.data();
+        bp.delta = delta_.data();
+        bp.dq = dq_.data();
+        bp.dk = local_acc_[static_cast<size_t>(t)].data();
+        bp.dv = local_acc_[static_cast<size_t>(t)].data() + kve_;
+        launch_sparse_attn_bwd(bp, cs_);
+      }
+      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.end[static_cast<size_t>(t)], cs_));
+      if (w_ > 1) post_accumulators(ev, t, final_acc);
+      if (opt_.after_step) opt_.after_step(global_, RingPass::backward, t);
+      if (t > 0) {
+        world_.set_phase(str("backward ring step ", t - 1));
+        world_.wait_event(ev.end[static_cast<size_t>(t - 1)], describe_wait(t - 1));
+      }
+    }
+    world_.set_phase(str("backward ring step ", w_ - 1));
+    world_.wait_event(ev.end[wz_ - 1], describe_wait(w_ - 1));
+    if (w_ > 1) SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(cs_, ev.final_home, 0));
+    SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_end, cs_));
+    world_.wait_event(ev.pass_end, "the dK/dV accumulators of the own chunk to come home");
+    for (auto& s : kv_stream_) world_.wait_stream(s->get(), "the backward K/V hops to finish");
+    for (auto& s : acc_stream_) world_.wait_stream(s->get(), "the dK/dV hops to finish");
+    if (timed) {
+      PassSample sample = read_pass_sample(ev, w_);
+      sample.tail_ms = elapsed_ms(ev.end[wz_ - 1], ev.pass_end);
+      result_.backward.push_back(sample);
+    }
+    if (last && opt_.return_outputs) {
+      const std::vector<float> acc = [&] {
+        std::vector<float> host(uz(2 * kve_));
+        SPARSERING_CUDA_CHECK(cudaMemcpy(host.data(), final_acc, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        return host;
+      }();
+      result_.outputs.dq = dq_.download();
+      result_.outputs.dk.assign(acc.begin(), acc.begin() + kve_);
+      result_.outputs.dv.assign(acc.begin() + kve_, acc.end());
+    }
+  }
+
+  /// Posts the dK/dV accumulator hops of backward step t, inner level first (mirror route);
+  /// points `final_acc` at the buffer where the own chunk's sums land.
+  void post_accumulators(PassEvents& ev, int32_t t, float*& final_acc) {
+    for (const AccumulatorHop& hop : topo_.accumulator_hops(pos_, t)) {
       const auto l = static_cast<size_t>(hop.level);
-      cudaStream_t s = kv_stream[l]->get();
+      cudaStream_t s = acc_stream_[l]->get();
+      float* value = nullptr;
+      if (hop.level == 0) {
+        SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.end[static_cast<size_t>(t)], 0));
+        value = local_acc_[static_cast<size_t>(hop.send_step)].data();
+      } else {
+        SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.acc[static_cast<size_t>(t) * lz_ + l - 1], 0));
+        value = acc_recv_.at(std::make_tuple(hop.level - 1, hop.send_step, true)).data();
+      }
+      if (hop.add_incoming) {
+        launch_add_floats(value, acc_recv_.at(std::make_tuple(hop.level, hop.send_step, false)).data(), 2 * kve_, s);
+      }
+      float* target = acc_recv_.at(std::make_tuple(hop.level, hop.recv_step, hop.recv_lands)).data();
+      SPARSERING_NCCL_CHECK(ncclGroupStart());
+      SPARSERING_NCCL_CHECK(ncclSend(value, uz(2 * kve_), ncclFloat, hop.to.value(), acc_comm_[l], s));
+      SPARSERING_NCCL_CHECK(ncclRecv(target, uz(2 * kve_), ncclFloat, hop.from.value(), acc_comm_[l], s));
+      SPARSERING_NCCL_CHECK(ncclGroupEnd());
+      world_.wait_comm(acc_comm_[l], str("posting the level-", hop.level, " dK/dV hop of backward step ", t));
+      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.acc[static_cast<size_t>(t) * lz_ + l], s));
+      if (hop.recv_final) {
+        final_acc = target;
+        SPARSERING_CUDA_CHECK(cudaEventRecord(ev.final_home, s));
+      }
+    }
+  }
+
+  /// Last iteration: the forward outputs (return_outputs) and, for estimate, the selected sets.
+  void collect_outputs() {
+    if (opt_.return_outputs) {
+      result_.outputs.out = out_.download();
+      result_.outputs.lse = lse_.download();
+    }
+    if (pr_.pattern == PatternSource::estimate) {
+      PaddedKeptSet selected;
+      selected.rows = g_.rows();
+      selected.capacity = kept_capacity_;
+      selected.vertical_count = vcount_.download();
+      selected.vertical_keys = vkeys_.download();
+      selected.slash_count = scount_.download();
+      selected.slash_offsets = soffs_.download();
+      result_.kept = KeptSet::from_padded(selected, pr_.layout.seq_len_tokens());
+    }
+  }
+
+  /// Whether step t's index holds work: an empty (rank, step) cell launches no kernel.
+  bool step_has_work(int32_t t) const {
+    const DeviceSparseIndex& index = index_[static_cast<size_t>(t)];
+    return index.tiles > 0 || index.columns > 0;
+  }
+
+  /// The K/V slot that holds the chunk of step t.
+  bf16_bits* chunk_ptr(int32_t t) { return slots_[static_cast<size_t>(plan_.slot[static_cast<size_t>(t)])].data(); }
+
+  /// Posts the K/V hops of step t (outer level first).
+  void post_kv(RingPass pass, PassEvents& ev, int32_t t) {
+    for (const KvHop& hop : topo_.kv_hops(pos_, t)) {
+      const auto l = static_cast<size_t>(hop.level);
+      cudaStream_t s = kv_stream_[l]->get();
       SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, t == 0 ? ev.ready : ev.arrived[static_cast<size_t>(t)], 0));
-      const int32_t prev = plan.previous_holder[static_cast<size_t>(hop.recv_step)];
+      const int32_t prev = plan_.previous_holder[static_cast<size_t>(hop.recv_step)];
       if (prev >= 0) {
         SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.end[static_cast<size_t>(prev)], 0));
-        for (size_t m = 0; m < lz; ++m) {
-          if (ev.sent_recorded[static_cast<size_t>(prev) * lz + m]) {
-            SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.sent[static_cast<size_t>(prev) * lz + m], 0));
+        for (size_t m = 0; m < lz_; ++m) {
+          if (ev.sent_recorded[static_cast<size_t>(prev) * lz_ + m]) {
+            SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.sent[static_cast<size_t>(prev) * lz_ + m], 0));
           }
         }
       }
       SPARSERING_NCCL_CHECK(ncclGroupStart());
-      SPARSERING_NCCL_CHECK(ncclSend(chunk_ptr(t), uz(2 * kve), ncclBfloat16, hop.to.value(), kv_comm[l], s));
-      SPARSERING_NCCL_CHECK(ncclRecv(chunk_ptr(hop.recv_step), uz(2 * kve), ncclBfloat16, hop.from.value(), kv_comm[l], s));
+      SPARSERING_NCCL_CHECK(ncclSend(chunk_ptr(t), uz(2 * kve_), ncclBfloat16, hop.to.value(), kv_comm_[l], s));
+      SPARSERING_NCCL_CHECK(ncclRecv(chunk_ptr(hop.recv_step), uz(2 * kve_), ncclBfloat16, hop.from.value(), kv_comm_[l], s));
       SPARSERING_NCCL_CHECK(ncclGroupEnd());
-      world.wait_comm(kv_comm[l], str("posting the level-", hop.level, " K/V hop of ", pass_name(pass), " step ", t));
+      world_.wait_comm(kv_comm_[l], str("posting the level-", hop.level, " K/V hop of ", pass_name(pass), " step ", t));
       SPARSERING_CUDA_CHECK(cudaEventRecord(ev.arrived[static_cast<size_t>(hop.recv_step)], s));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.sent[static_cast<size_t>(t) * lz + l], s));
-      ev.sent_recorded[static_cast<size_t>(t) * lz + l] = true;
+      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.sent[static_cast<size_t>(t) * lz_ + l], s));
+      ev.sent_recorded[static_cast<size_t>(t) * lz_ + l] = true;
     }
-  };
-  const auto describe_wait = [&](int32_t t) {
+  }
+
+  /// What the host waits for at the end of step t, for error messages.
+  std::string describe_wait(int32_t t) const {
     if (t == 0) return std::string("the compute of step 0 (own K/V chunk)");
-    const int32_t src = topo.chunk_source(pos, t).value();
-    const int32_t level = topo.schedule().arrival_level(t);
+    const int32_t src = topo_.chunk_source(pos_, t).value();
+    const int32_t level = topo_.schedule().arrival_level(t);
     return str("the compute of step ", t, " (K/V chunk of ring position ", src, ", rank ",
-               topo.global_rank(RingRank(src)).value(), ", arriving over level ", level, " from rank ",
-               topo.predecessor(pos, level).value(), ")");
-  };
-  const auto barrier = [&](const char* what) {
-    SPARSERING_NCCL_CHECK(ncclAllReduce(barrier_value.data(), barrier_value.data(), 1, ncclFloat, ncclSum, world.comm(), cs));
-    world.wait_comm(world.comm(), what);
-    world.wait_stream(cs, what);
-  };
-  const auto shuffle_tensor = [&](const bf16_bits* shard, bf16_bits* dst, const DeviceShuffle& m) {
+               topo_.global_rank(RingRank(src)).value(), ", arriving over level ", level, " from rank ",
+               topo_.predecessor(pos_, level).value(), ")");
+  }
+
+  /// A one-float all-reduce on the compute stream, waited for: every rank reached `what`.
+  void barrier(const char* what) {
+    SPARSERING_NCCL_CHECK(
+        ncclAllReduce(barrier_value_.data(), barrier_value_.data(), 1, ncclFloat, ncclSum, world_.comm(), cs_));
+    world_.wait_comm(world_.comm(), what);
+    world_.wait_stream(cs_, what);
+  }
+
+  /// One tensor's layout all-to-all: pack by destination, grouped sends and receives, scatter.
+  void shuffle_tensor(const bf16_bits* shard, bf16_bits* dst, const DeviceShuffle& m) {
     const int64_t rows = static_cast<int64_t>(m.host.send_rows.size());
-    launch_copy_rows(send.data(), nullptr, shard, m.send_rows.data(), rows, g.head_dim, cs);
+    launch_copy_rows(send_.data(), nullptr, shard, m.send_rows.data(), rows, g_.head_dim, cs_);
     SPARSERING_NCCL_CHECK(ncclGroupStart());
     int64_t offset = 0;
-    for (int32_t d = 0; d < w; ++d) {
+    for (int32_t d = 0; d < w_; ++d) {
       const int64_t count = m.host.send_counts[static_cast<size_t>(d)];
       if (count > 0) {
-        SPARSERING_NCCL_CHECK(ncclSend(send.data() + offset * g.head_dim, uz(count * g.head_dim), ncclBfloat16,
-                                       topo.global_rank(RingRank(d)).value(), world.comm(), cs));
+        SPARSERING_NCCL_CHECK(ncclSend(send_.data() + offset * g_.head_dim, uz(count * g_.head_dim), ncclBfloat16,
+                                       topo_.global_rank(RingRank(d)).value(), world_.comm(), cs_));
       }
       offset += count;
     }
     offset = 0;
-    for (int32_t s = 0; s < w; ++s) {
+    for (int32_t s = 0; s < w_; ++s) {
       const int64_t count = m.host.recv_counts[static_cast<size_t>(s)];
       if (count > 0) {
-        SPARSERING_NCCL_CHECK(ncclRecv(recv.data() + offset * g.head_dim, uz(count * g.head_dim), ncclBfloat16,
-                                       topo.global_rank(RingRank(s)).value(), world.comm(), cs));
+        SPARSERING_NCCL_CHECK(ncclRecv(recv_.data() + offset * g_.head_dim, uz(count * g_.head_dim), ncclBfloat16,
+                                       topo_.global_rank(RingRank(s)).value(), world_.comm(), cs_));
       }
       offset += count;
     }
     SPARSERING_NCCL_CHECK(ncclGroupEnd());
-    world.wait_comm(world.comm(), "posting the layout shuffle");
-    launch_copy_rows(dst, m.recv_rows.data(), recv.data(), nullptr, rows, g.head_dim, cs);
-  };
-
-  std::vector<DeviceSparseIndex> index;
-  const int32_t total_iterations = pr.warmup + pr.iterations;
-  for (int32_t it = 0; it < total_iterations; ++it) {
-    const bool timed = it >= pr.warmup;
-    // Layout shuffle.
-    world.set_phase("layout shuffle");
-    SPARSERING_CUDA_CHECK(cudaEventRecord(shuffle_ev[0], cs));
-    shuffle_tensor(shard_q.data(), q.data(), shuffle_q);
-    shuffle_tensor(shard_k.data(), own_kv.data(), shuffle_kv);
-    shuffle_tensor(shard_v.data(), own_kv.data() + kve, shuffle_kv);
-    if (pr.backward) shuffle_tensor(shard_do.data(), dout.data(), shuffle_q);
-    SPARSERING_CUDA_CHECK(cudaEventRecord(shuffle_ev[1], cs));
-    world.wait_event(shuffle_ev[1], "the layout shuffle");
-    if (timed) result.shuffle_ms.push_back(elapsed_ms(shuffle_ev[0], shuffle_ev[1]));
-
-    // Pattern.
-    if (pr.pattern == PatternSource::estimate) {
-      world.set_phase("pattern estimation");
-      const auto t0 = std::chrono::steady_clock::now();
-      estimate_kept_sets(sh, world, p, q.data(), own_kv.data(), cs, vcount, vkeys, scount, soffs);
-      if (timed) {
-        result.estimate_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      }
-    }
-    KeptSetsView kept_view{g.rows(), kept_capacity, vcount.data(), vkeys.data(), scount.data(), soffs.data()};
-
-    // Index of every step.
-    world.set_phase("index build");
-    {
-      const auto t0 = std::chrono::steady_clock::now();
-      index.clear();
-      result.tiles.assign(wz, 0);
-      result.columns.assign(wz, 0);
-      for (int32_t t = 0; t < w; ++t) {
-        const RingPosition rp{pr.layout, p, topo.chunk_source(pos, t).value()};
-        index.push_back(launch_build_sparse_index(kept_view, rp, pr.block_q, pr.block_k, cs));
-        result.tiles[static_cast<size_t>(t)] = index.back().tiles;
-        result.columns[static_cast<size_t>(t)] = index.back().columns;
-      }
-      if (timed) {
-        result.index_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      }
-    }
-    barrier("the barrier before the forward ring");
-
-    // Forward ring.
-    {
-      PassEvents& ev = fwd_ev;
-      std::fill(ev.sent_recorded.begin(), ev.sent_recorded.end(), false);
-      SPARSERING_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, out.bytes(), cs));
-      launch_fill_floats(lse.data(), g.lse_elems(), -std::numeric_limits<float>::infinity(), cs);
-      SPARSERING_CUDA_CHECK(cudaMemcpyAsync(slots[0].data(), own_kv.data(), own_kv.bytes(), cudaMemcpyDeviceToDevice, cs));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.ready, cs));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_start, cs));
-      for (int32_t t = 0; t < w; ++t) {
-        world.set_phase(str("forward ring step ", t));
-        post_kv(RingPass::forward, ev, t);
-        if (t > 0) SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(cs, ev.arrived[static_cast<size_t>(t)], 0));
-        SPARSERING_CUDA_CHECK(cudaEventRecord(ev.start[static_cast<size_t>(t)], cs));
-        SparseAttnFwdParams fp;
-        fp.shape = pr.shape;
-        fp.position = RingPosition{pr.layout, p, topo.chunk_source(pos, t).value()};
-        fp.index = index[static_cast<size_t>(t)].view();
-        fp.softmax_scale = sh.softmax_scale;
-        fp.q = q.data();
-        fp.k = chunk_ptr(t);
-        fp.v = chunk_ptr(t) + kve;
-        fp.out = out.data();
-        fp.lse = lse.data();
-        launch_sparse_attn_fwd(fp, cs);
-        SPARSERING_CUDA_CHECK(cudaEventRecord(ev.end[static_cast<size_t>(t)], cs));
-        if (opt.after_step) opt.after_step(global, RingPass::forward, t);
-        if (t > 0) {
-          world.set_phase(str("forward ring step ", t - 1));
-          world.wait_event(ev.end[static_cast<size_t>(t - 1)], describe_wait(t - 1));
-        }
-      }
-      world.set_phase(str("forward ring step ", w - 1));
-      world.wait_event(ev.end[wz - 1], describe_wait(w - 1));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_end, cs));
-      for (auto& s : kv_stream) world.wait_stream(s->get(), "the forward K/V hops to finish");
-      world.wait_event(ev.pass_end, "the end of the forward ring");
-      if (timed) {
-        result.forward.push_back(read_pass_sample(ev));
-      }
-    }
-
-    if (pr.backward) {
-      barrier("the barrier before the backward ring");
-      PassEvents& ev = bwd_ev;
-      std::fill(ev.sent_recorded.begin(), ev.sent_recorded.end(), false);
-      SPARSERING_CUDA_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), cs));
-      for (auto& b : local_acc) SPARSERING_CUDA_CHECK(cudaMemsetAsync(b.data(), 0, b.bytes(), cs));
-      SPARSERING_CUDA_CHECK(cudaMemcpyAsync(slots[0].data(), own_kv.data(), own_kv.bytes(), cudaMemcpyDeviceToDevice, cs));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.ready, cs));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_start, cs));
-      AttnBwdDeltaParams dp;
-      dp.shape = pr.shape;
-      dp.dout = dout.data();
-      dp.out = out.data();
-      dp.delta = delta.data();
-      launch_attn_bwd_delta(dp, cs);
-      float* final_acc = local_acc[0].data();
-      for (int32_t t = 0; t < w; ++t) {
-        world.set_phase(str("backward ring step ", t));
-        post_kv(RingPass::backward, ev, t);
-        if (t > 0) SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(cs, ev.arrived[static_cast<size_t>(t)], 0));
-        SPARSERING_CUDA_CHECK(cudaEventRecord(ev.start[static_cast<size_t>(t)], cs));
-        SparseAttnBwdParams bp;
-        bp.shape = pr.shape;
-        bp.position = RingPosition{pr.layout, p, topo.chunk_source(pos, t).value()};
-        bp.index = index[static_cast<size_t>(t)].view();
-        bp.softmax_scale = sh.softmax_scale;
-        bp.q = q.data();
-        bp.k = chunk_ptr(t);
-        bp.v = chunk_ptr(t) + kve;
-        bp.dout = dout.data();
-        bp.lse = lse.data();
-        bp.delta = delta.data();
-        bp.dq = dq.data();
-        bp.dk = local_acc[static_cast<size_t>(t)].data();
-        bp.dv = local_acc[static_cast<size_t>(t)].data() + kve;
-        launch_sparse_attn_bwd(bp, cs);
-        SPARSERING_CUDA_CHECK(cudaEventRecord(ev.end[static_cast<size_t>(t)], cs));
-        // Accumulator hops of this step, inner level first (mirror route).
-        if (w > 1) {
-          for (const AccumulatorHop& hop : topo.accumulator_hops(pos, t)) {
-            const auto l = static_cast<size_t>(hop.level);
-            cudaStream_t s = acc_stream[l]->get();
-            float* value = nullptr;
-            if (hop.level == 0) {
-              SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.end[static_cast<size_t>(t)], 0));
-              value = local_acc[static_cast<size_t>(hop.send_step)].data();
-            } else {
-              SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(s, ev.acc[static_cast<size_t>(t) * lz + l - 1], 0));
-              value = acc_recv.at(std::make_tuple(hop.level - 1, hop.send_step, true)).data();
-            }
-            if (hop.add_incoming) {
-              launch_add_floats(value, acc_recv.at(std::make_tuple(hop.level, hop.send_step, false)).data(), 2 * kve, s);
-            }
-            float* target = acc_recv.at(std::make_tuple(hop.level, hop.recv_step, hop.recv_lands)).data();
-            SPARSERING_NCCL_CHECK(ncclGroupStart());
-            SPARSERING_NCCL_CHECK(ncclSend(value, uz(2 * kve), ncclFloat, hop.to.value(), acc_comm[l], s));
-            SPARSERING_NCCL_CHECK(ncclRecv(target, uz(2 * kve), ncclFloat, hop.from.value(), acc_comm[l], s));
-            SPARSERING_NCCL_CHECK(ncclGroupEnd());
-            world.wait_comm(acc_comm[l], str("posting the level-", hop.level, " dK/dV hop of backward step ", t));
-            SPARSERING_CUDA_CHECK(cudaEventRecord(ev.acc[static_cast<size_t>(t) * lz + l], s));
-            if (hop.recv_final) {
-              final_acc = target;
-              SPARSERING_CUDA_CHECK(cudaEventRecord(ev.final_home, s));
-            }
-          }
-        }
-        if (opt.after_step) opt.after_step(global, RingPass::backward, t);
-        if (t > 0) {
-          world.set_phase(str("backward ring step ", t - 1));
-          world.wait_event(ev.end[static_cast<size_t>(t - 1)], describe_wait(t - 1));
-        }
-      }
-      world.set_phase(str("backward ring step ", w - 1));
-      world.wait_event(ev.end[wz - 1], describe_wait(w - 1));
-      if (w > 1) SPARSERING_CUDA_CHECK(cudaStreamWaitEvent(cs, ev.final_home, 0));
-      SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_end, cs));
-      world.wait_event(ev.pass_end, "the dK/dV accumulators of the own chunk to come home");
-      for (auto& s : kv_stream) world.wait_stream(s->get(), "the backward K/V hops to finish");
-      for (auto& s : acc_stream) world.wait_stream(s->get(), "the dK/dV hops to finish");
-      if (timed) {
-        PassSample sample = read_pass_sample(ev);
-        sample.tail_ms = elapsed_ms(ev.end[wz - 1], ev.pass_end);
-        result.backward.push_back(sample);
-      }
-      if (it + 1 == total_iterations && opt.return_outputs) {
-        const std::vector<float> acc = [&] {
-          std::vector<float> host(uz(2 * kve));
-          SPARSERING_CUDA_CHECK(cudaMemcpy(host.data(), final_acc, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
-          return host;
-        }();
-        result.outputs.dq = dq.download();
-        result.outputs.dk.assign(acc.begin(), acc.begin() + kve);
-        result.outputs.dv.assign(acc.begin() + kve, acc.end());
-      }
-    }
-    if (it + 1 == total_iterations) {
-      if (opt.return_outputs) {
-        result.outputs.out = out.download();
-        result.outputs.lse = lse.download();
-      }
-      if (pr.pattern == PatternSource::estimate) {
-        const auto vc = vcount.download(), vk = vkeys.download(), sc = scount.download(), so = soffs.download();
-        result.kept.vertical_keys.resize(uz(g.rows()));
-        result.kept.slash_offsets.resize(uz(g.rows()));
-        for (size_t r = 0; r < uz(g.rows()); ++r) {
-          const auto base = r * uz(kept_capacity);
-          result.kept.vertical_keys[r].assign(vk.begin() + static_cast<std::ptrdiff_t>(base),
-                                              vk.begin() + static_cast<std::ptrdiff_t>(base + uz(vc[r])));
-          result.kept.slash_offsets[r].assign(so.begin() + static_cast<std::ptrdiff_t>(base),
-                                              so.begin() + static_cast<std::ptrdiff_t>(base + uz(sc[r])));
-        }
-      }
-    }
+    world_.wait_comm(world_.comm(), "posting the layout shuffle");
+    launch_copy_rows(dst, m.recv_rows.data(), recv_.data(), nullptr, rows, g_.head_dim, cs_);
   }
-  result.ran = true;
+
+  // Run constants.
+  const SharedRun& sh_;
+  const RingLayerProblem& pr_;
+  const RingRuntimeOptions& opt_;
+  const RingTopology& topo_;
+  const KvBufferPlan& plan_;
+  const Geometry& g_;
+  const int32_t w_;
+  const int32_t levels_;
+  const int32_t global_;
+  const RingRank pos_;
+  const int32_t p_;
+  const int64_t qe_;   ///< Q / dO / out elements of the rank
+  const int64_t kve_;  ///< elements of one of K, V (a K/V chunk is 2 x kve_)
+  const size_t wz_;
+  const size_t lz_;
+  RankResult& result_;
+
+  // Resources, in creation order.
+  NcclWorld world_;
+  std::vector<ncclComm_t> kv_comm_, acc_comm_;  ///< per level; owned by world_
+  CudaStream compute_;
+  std::vector<std::unique_ptr<CudaStream>> kv_stream_, acc_stream_;  ///< per level
+  cudaStream_t cs_ = nullptr;                                       ///< compute_.get()
+  DeviceBuffer<bf16_bits> shard_q_, shard_k_, shard_v_, shard_do_;
+  std::unique_ptr<DeviceShuffle> shuffle_q_, shuffle_kv_;
+  DeviceBuffer<bf16_bits> send_, recv_;
+  DeviceBuffer<bf16_bits> q_, dout_, own_kv_;
+  std::vector<DeviceBuffer<bf16_bits>> slots_;
+  DeviceBuffer<float> out_, lse_, delta_, dq_;
+  std::vector<DeviceBuffer<float>> local_acc_;
+  std::map<std::tuple<int32_t, int32_t, bool>, DeviceBuffer<float>> acc_recv_;
+  DeviceBuffer<float> barrier_value_;
+  DeviceBuffer<int32_t> vcount_, vkeys_, scount_, soffs_;
+  int32_t kept_capacity_ = 1;
+  std::unique_ptr<PassEvents> fwd_ev_, bwd_ev_;
+  std::unique_ptr<EventSet> shuffle_ev_;
+  std::vector<DeviceSparseIndex> index_;
+};
+
+void run_rank(const SharedRun& sh, int32_t global, const ncclUniqueId& id, RankResult& result) {
+  RankRun rank(sh, global, id, result);
+  rank.run();
 }
 
 RingPassTimes summarize(const std::vector<RankResult>& results, int32_t w, bool forward) {
@@ -736,6 +791,9 @@ RingPassTimes summarize(const std::vector<RankResult>& results, int32_t w, bool 
 
 void validate_ring_layer_problem(const RingLayerProblem& problem) {
   const TokenLayout& layout = problem.layout;
+  const TokenLayout checked =
+      make_token_layout(layout.kind(), layout.seq_len_tokens(), layout.ranks(), layout.granularity_tokens());
+  (void)checked;
   require(layout.seq_len_tokens() < (int64_t{1} << 31), "layout.seq_len_tokens ", layout.seq_len_tokens(),
           " must be < 2^31");
   (void)RingTopology(problem.level_sizes, problem.ring_order, layout.ranks());
@@ -753,20 +811,9 @@ void validate_ring_layer_problem(const RingLayerProblem& problem) {
   require(std::isfinite(problem.softmax_scale) && problem.softmax_scale >= 0.0f, "softmax_scale must be finite and >= 0");
   const auto rows = static_cast<size_t>(s.batch) * static_cast<size_t>(s.q_heads);
   if (problem.pattern == PatternSource::kept_sets) {
-    require(problem.kept.vertical_keys.size() == rows && problem.kept.slash_offsets.size() == rows,
-            "kept sets have ", problem.kept.vertical_keys.size(), " vertical and ", problem.kept.slash_offsets.size(),
-            " slash rows, expected batch x q_heads = ", rows);
-    for (size_t r = 0; r < rows; ++r) {
-      for (const auto* list : {&problem.kept.vertical_keys[r], &problem.kept.slash_offsets[r]}) {
-        const char* name = list == &problem.kept.vertical_keys[r] ? "vertical_keys" : "slash_offsets";
-        for (size_t i = 0; i < list->size(); ++i) {
-          const int32_t v = (*list)[i];
-          require(v >= 0 && v < layout.seq_len_tokens(), "kept.", name, "[", r, "][", i, "] = ", v, " is not in [0, ",
-                  layout.seq_len_tokens(), ")");
-          require(i == 0 || (*list)[i - 1] < v, "kept.", name, "[", r, "] is not ascending and unique at entry ", i);
-        }
-      }
-    }
+    require(problem.kept.rows() == static_cast<int64_t>(rows) && problem.kept.seq_len_tokens() == layout.seq_len_tokens(),
+            "kept sets have ", problem.kept.rows(), " rows over ", problem.kept.seq_len_tokens(),
+            " tokens, expected batch x q_heads = ", rows, " rows over the layout's ", layout.seq_len_tokens());
   } else if (problem.pattern == PatternSource::estimate) {
     require(problem.recall > 0.0 && problem.recall <= 1.0, "recall must be in (0, 1], got ", problem.recall);
     require(problem.last_q >= 1 && problem.last_q <= layout.seq_len_tokens(), "last_q must be in [1, N], got ",
@@ -792,7 +839,11 @@ RingLayerMeasurement run_ring_attention_layer(const RingLayerProblem& problem, c
   sh.plan = sh.topology.kv_buffer_plan();
   sh.geo = Geometry{w, problem.layout.local_len(), problem.shape.batch, problem.shape.q_heads,
                     problem.shape.kv_heads, problem.shape.head_dim};
-  if (problem.pattern != PatternSource::estimate) sh.kept = pack_kept(problem);
+  if (problem.pattern == PatternSource::kept_sets) {
+    sh.kept = problem.kept.padded();
+  } else if (problem.pattern == PatternSource::dense) {
+    sh.kept = KeptSet::dense(sh.geo.rows(), problem.layout.seq_len_tokens()).padded();
+  }
   sh.softmax_scale = problem.softmax_scale > 0.0f ? problem.softmax_scale
                                                   : 1.0f / std::sqrt(static_cast<float>(problem.shape.head_dim));
 

@@ -4,7 +4,7 @@
 // CUDA events. The validate command and the tests drive it through run_ring_attention_layer.
 // This header is plain C++ (no CUDA or NCCL headers) so host-compiled code can include it.
 // Tested in tests/nccl/ring_attention_layer_test.cpp against the single-GPU kernels run over the
-// whole sequence (W = 1); design.md section 5, method.md sections 3-5.
+// whole sequence (W = 1); docs/VALIDATION.md ("Ring run") describes what it measures.
 //
 // Process model: one thread per GPU. In-process (the default) the call drives every global rank
 // of the ring; with RingRuntimeOptions::id_file several processes on one host (e.g. one per
@@ -26,10 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "core/kept_set.hpp"
+#include "core/token_layout.hpp"
 #include "kernels/attention_params.hpp"
 #include "kernels/ring/ring_error.hpp"
 #include "kernels/ring/ring_input_values.hpp"
-#include "core/token_layout.hpp"
 
 namespace sparsering {
 
@@ -43,13 +44,6 @@ enum class PatternSource : int32_t {
 /// The pass a ring step belongs to (error messages, timings, the test hook).
 enum class RingPass : int32_t { forward = 0, backward = 1 };
 
-/// Kept sets of every index row (row = batch x q_heads + head of the per-rank shape), in global
-/// coordinates, as kernels/sparse_index.hpp defines them.
-struct RingKeptSets {
-  std::vector<std::vector<int32_t>> vertical_keys;  ///< [row] global key positions, ascending, unique
-  std::vector<std::vector<int32_t>> slash_offsets;  ///< [row] offsets q - k >= 0, ascending, unique (0 implied)
-};
-
 /// One attention layer of a plan on W = layout.ranks() GPUs (context parallel only: head and data
 /// parallel are folded into `shape`, which is already per rank).
 struct RingLayerProblem {
@@ -60,7 +54,9 @@ struct RingLayerProblem {
   int32_t block_q = 64;              ///< query block (tokens) of the index and the kernels
   int32_t block_k = 64;              ///< key tile (tokens)
   PatternSource pattern = PatternSource::kept_sets;
-  RingKeptSets kept;                 ///< for kept_sets: batch x q_heads rows
+  /// For kept_sets: one row per index row (row = batch x q_heads + head of the per-rank shape)
+  /// over the layout's N tokens, as kernels/sparse_index.hpp defines them.
+  KeptSet kept;
   double recall = 0.95;              ///< for estimate: top-p target in (0, 1]
   int32_t last_q = 64;               ///< for estimate: queries scored (the last of the sequence)
   int32_t capacity = 4096;           ///< for estimate: cap on kept verticals / slashes per row
@@ -117,17 +113,20 @@ struct RingLayerMeasurement {
   double index_build_ms = 0.0;       ///< building the W step indices
   std::vector<int64_t> index_tiles;  ///< [g * W + t] kept tiles of the step index
   std::vector<int64_t> index_columns;///< [g * W + t] kept vertical columns
-  RingKeptSets kept;                 ///< the kept sets used (estimate: as selected; identical on every rank)
+  KeptSet kept;                      ///< used (estimate: as selected, identical on every rank; dense: none)
   std::vector<RingRankOutputs> outputs;  ///< [g] with return_outputs, for the ranks driven here
 };
 
-/// Runs the layer (warmup + iterations) and returns its timings. Throws InputError for a bad
-/// problem (sizes, ring order, levels, kept sets out of range, too few GPUs), RingError when a
+/// Runs the layer (warmup + iterations) and returns its timings. A (rank, step) whose index
+/// holds no tile and no column launches no attention kernel (its compute time is the gap between
+/// two events), as the simulator and the replay assume. Throws InputError for a bad problem
+/// (sizes, ring order, levels, kept sets of the wrong shape, too few GPUs), RingError when a
 /// peer dies or stalls (names the rank, the pass, the step and what it waited for) and
 /// CudaError for a CUDA failure.
 RingLayerMeasurement run_ring_attention_layer(const RingLayerProblem& problem, const RingRuntimeOptions& options);
 
-/// Checks a problem without touching a GPU: layout, levels, ring order, shape, blocks, kept sets.
+/// Checks a problem without touching a GPU: layout, levels, ring order, shape, blocks, kept sets
+/// (for kept_sets: batch x q_heads rows over the layout's N tokens; KeptSet checked the entries).
 /// Throws InputError naming the field and value.
 void validate_ring_layer_problem(const RingLayerProblem& problem);
 

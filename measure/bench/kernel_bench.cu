@@ -1,7 +1,8 @@
 // Buffers are allocated once for the largest case and reused; values are hashed from the element
 // index (bf16 in [-1, 1)), so every run sees the same data. The forward runs once untimed so the
-// backward starts from a real LSE and delta. Each timed repeat: flush L2 (memset of twice its
-// size), event, launch, event; the K/V chunk of a ring step has just arrived and is not cached.
+// backward starts from a real LSE and delta. Each launch is timed by GpuTimer under
+// kKernelTimingL2 (kernels/cuda/gpu_timer.hpp: L2 flushed before every timed repeat), the policy
+// the replay validation times the same kernels under.
 #include "measure/bench/kernel_bench.hpp"
 
 #include <cuda_runtime_api.h>
@@ -17,6 +18,7 @@
 #include "kernels/cuda/attn_bwd_delta.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/gpu_timer.hpp"
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 #include "kernels/cuda/sparse_attn_fwd.hpp"
 
@@ -74,54 +76,6 @@ struct DeviceIndex {
   }
 };
 
-/// Creates and destroys one CUDA event pair.
-class EventPair {
- public:
-  EventPair() {
-    SPARSERING_CUDA_CHECK(cudaEventCreate(&start_));
-    SPARSERING_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  ~EventPair() {
-    (void)cudaEventDestroy(start_);
-    (void)cudaEventDestroy(stop_);
-  }
-  cudaEvent_t start() const { return start_; }
-  cudaEvent_t stop() const { return stop_; }
-
- private:
-  cudaEvent_t start_ = nullptr;
-  cudaEvent_t stop_ = nullptr;
-};
-
-struct Timing {
-  double median_us = 0.0;
-  double min_us = 0.0;
-  double max_us = 0.0;
-};
-
-/// Times `launch` on the default stream: `warmup` untimed runs, then `repeats` timed ones.
-template <typename Launch>
-Timing time_launch(const Launch& launch, int warmup, int repeats, DeviceBuffer<uint8_t>& flush) {
-  for (int k = 0; k < warmup; ++k) launch();
-  EventPair events;
-  std::vector<double> times;
-  for (int k = 0; k < repeats; ++k) {
-    SPARSERING_CUDA_CHECK(cudaMemsetAsync(flush.data(), k & 0xFF, flush.bytes(), nullptr));
-    SPARSERING_CUDA_CHECK(cudaEventRecord(events.start(), nullptr));
-    launch();
-    SPARSERING_CUDA_CHECK(cudaEventRecord(events.stop(), nullptr));
-    SPARSERING_CUDA_CHECK(cudaEventSynchronize(events.stop()));
-    float ms = 0.0f;
-    SPARSERING_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(), events.stop()));
-    times.push_back(static_cast<double>(ms) * 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  return {n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]), times.front(), times.back()};
-}
-
 }  // namespace
 
 std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBenchCase>& cases,
@@ -146,7 +100,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
   if (cases.empty()) return results;
   DeviceBuffer<bf16_bits> q(q_elems), k(kv_elems), v(kv_elems), dout(q_elems);
   DeviceBuffer<float> out(q_elems), dq(q_elems), dk(kv_elems), dv(kv_elems), lse(rows), delta(rows);
-  DeviceBuffer<uint8_t> flush(static_cast<size_t>(std::max(prop.l2CacheSize, 1 << 20)) * 2);
+  GpuTimer timer(kKernelTimingL2, nullptr);  // the launches below go to the legacy default stream
   fill_bf16(q, 1u);
   fill_bf16(k, 2u);
   fill_bf16(v, 3u);
@@ -219,8 +173,10 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     bwd.dq = dq.data();
     bwd.dk = dk.data();
     bwd.dv = dv.data();
-    const Timing backward = time_launch([&] { launch_sparse_attn_bwd(bwd, nullptr); }, options.warmup, options.repeats, flush);
-    const Timing forward = time_launch([&] { launch_sparse_attn_fwd(fwd, nullptr); }, options.warmup, options.repeats, flush);
+    const GpuTiming backward =
+        timer.time([&] { launch_sparse_attn_bwd(bwd, nullptr); }, options.warmup, options.repeats);
+    const GpuTiming forward =
+        timer.time([&] { launch_sparse_attn_fwd(fwd, nullptr); }, options.warmup, options.repeats);
 
     KernelMeasurement m;
     m.q_heads = c.q_heads;
@@ -236,7 +192,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     m.tiles = index.tiles();
     m.column_chunks = index.column_chunks();
     m.repeats = options.repeats;
-    for (const auto& [name, timing] : {std::pair<const char*, Timing>{"forward", forward}, {"backward", backward}}) {
+    for (const auto& [name, timing] : {std::pair<const char*, GpuTiming>{"forward", forward}, {"backward", backward}}) {
       m.direction = name;
       m.under_filled = options.under_filled_ctas > 0
                            ? (m.direction == "forward" ? m.lists : int64_t{c.kv_heads} * ((c.local_tokens + 63) / 64)) <

@@ -1,8 +1,9 @@
 // GPU microbenchmarks of the sparse attention kernels for the cost model fit: each case of
 // measure/calibration/benchmark_plan.hpp runs the forward launcher and the per-step backward
 // launcher (transposed index + both passes, as the ring runs them) over a synthetic index with
-// controlled tiles and vertical chunks per query block. CUDA-event timing of every repeat with L2
-// flushed before it, median of repeats. The header has no CUDA types, so the CLI includes it.
+// controlled tiles and vertical chunks per query block. Timed by GpuTimer under kKernelTimingL2
+// (kernels/cuda/gpu_timer.hpp: CUDA events around every repeat, L2 flushed before it), median of
+// repeats, as the replay validation times them. The header has no CUDA types, so the CLI includes it.
 // Run by `sparsering calibrate`; its output is checked by the fit's residuals.
 #pragma once
 

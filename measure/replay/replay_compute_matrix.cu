@@ -1,6 +1,8 @@
 // Replay measurement (see replay_compute_matrix.hpp). Inputs are hashed bf16 values in [-1, 1)
 // written on the device (their values do not change which tiles run, only the numbers); the
-// running output starts at (0, -inf) for each position, as in the ring.
+// running output starts at (0, -inf) for each position, as in the ring. Each launch is timed by
+// GpuTimer under kKernelTimingL2 (kernels/cuda/gpu_timer.hpp: L2 flushed before every timed
+// repeat), the policy the calibration fitted the cost model under.
 #include "measure/replay/replay_compute_matrix.hpp"
 
 #include <cuda_runtime_api.h>
@@ -14,6 +16,7 @@
 #include "kernels/cuda/attn_bwd_delta.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/gpu_timer.hpp"
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 #include "kernels/cuda/sparse_attn_fwd.hpp"
 #include "kernels/cuda/sparse_index_build.hpp"
@@ -65,45 +68,6 @@ void fill_f32(DeviceBuffer<float>& buffer, float value, cudaStream_t stream) {
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
-class CudaEvent {
- public:
-  CudaEvent() { SPARSERING_CUDA_CHECK(cudaEventCreate(&event_)); }
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
-  ~CudaEvent() { (void)cudaEventDestroy(event_); }
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-/// Times `launch` `iterations` times after `warmup` untimed launches; median in microseconds.
-template <typename Launch>
-double time_launches(const Launch& launch, int32_t warmup, int32_t iterations, cudaStream_t stream,
-                     std::vector<CudaEvent>& events) {
-  for (int32_t i = 0; i < warmup; ++i) launch();
-  for (int32_t i = 0; i < iterations; ++i) {
-    SPARSERING_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * i)].get(), stream));
-    launch();
-    SPARSERING_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * i + 1)].get(), stream));
-  }
-  SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> times;
-  for (int32_t i = 0; i < iterations; ++i) {
-    float ms = 0.0f;
-    SPARSERING_CUDA_CHECK(cudaEventElapsedTime(&ms, events[static_cast<size_t>(2 * i)].get(),
-                                               events[static_cast<size_t>(2 * i + 1)].get()));
-    times.push_back(static_cast<double>(ms) * 1e3);
-  }
-  return median_of(std::move(times));
-}
-
 /// Vertical chunks of an index: sum over lists of ceil(columns / block_k).
 int64_t column_chunks_of(const DeviceSparseIndex& index) {
   if (index.columns == 0) return 0;
@@ -138,8 +102,11 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
   const auto row_count = static_cast<size_t>(shape.batch) * static_cast<size_t>(shape.q_heads) *
                          static_cast<size_t>(shape.q_len);
 
+  require(problem.kept.rows() == problem.row_count() && problem.kept.seq_len_tokens() == problem.layout.seq_len_tokens(),
+          "the problem's kept set has ", problem.kept.rows(), " rows over ", problem.kept.seq_len_tokens(),
+          " tokens, expected ", problem.row_count(), " over ", problem.layout.seq_len_tokens());
   // Kept sets on the device, once.
-  const PaddedKeptSets padded = pad_kept_sets(problem);
+  const PaddedKeptSet padded = problem.kept.padded();
   DeviceBuffer<int32_t> vertical_count(padded.vertical_count);
   DeviceBuffer<int32_t> vertical_keys(padded.vertical_keys);
   DeviceBuffer<int32_t> slash_count(padded.slash_count);
@@ -167,7 +134,7 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
   fill_bf16(k, options.seed * 4 + 1, stream.get());
   fill_bf16(v, options.seed * 4 + 2, stream.get());
   fill_bf16(dout, options.seed * 4 + 3, stream.get());
-  std::vector<CudaEvent> events(static_cast<size_t>(2 * options.iterations));
+  GpuTimer timer(kKernelTimingL2, stream.get());
 
   MeasuredLayer measured;
   measured.mode = "replay";
@@ -206,8 +173,8 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
       params.out = out.data();
       params.lse = lse.data();
       measured.forward.compute_us[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)] =
-          time_launches([&] { launch_sparse_attn_fwd(params, stream.get()); }, options.warmup, options.iterations,
-                        stream.get(), events);
+          timer.time([&] { launch_sparse_attn_fwd(params, stream.get()); }, options.warmup, options.iterations)
+              .median_us;
     }
     AttnBwdDeltaParams delta_params;
     delta_params.shape = shape;
@@ -233,8 +200,8 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
       params.dk = dk.data();
       params.dv = dv.data();
       measured.backward.compute_us[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)] =
-          time_launches([&] { launch_sparse_attn_bwd(params, stream.get()); }, options.warmup, options.iterations,
-                        stream.get(), events);
+          timer.time([&] { launch_sparse_attn_bwd(params, stream.get()); }, options.warmup, options.iterations)
+              .median_us;
     }
     stream.synchronize();
   }

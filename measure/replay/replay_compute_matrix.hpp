@@ -1,8 +1,9 @@
 // The replay measurement of `sparsering validate --replay`: one GPU runs every virtual rank of a
 // plan's ring one after another (any ring size: 8, 32, 128 positions), every ring step's forward
 // and backward sparse attention kernels over that step's (query rank, K/V rank) index, each timed
-// with CUDA events (median over repetitions), giving the measured compute matrix that the
-// simulator predicts. Communication is not run: the simulator's schedule places the measured
+// with GpuTimer under kKernelTimingL2 (kernels/cuda/gpu_timer.hpp: CUDA events, L2 flushed
+// before every timed launch, as in calibration; median over repetitions), giving the measured
+// compute matrix that the simulator predicts. Communication is not run: the simulator's schedule places the measured
 // kernels (measure/validation/ring_rederive.hpp). Plain C++ header (no CUDA headers).
 // Exercised on GPUs by measure/device/run_validation_on_device.sh; its inputs and outputs are
 // tested on CPU in tests/measure/validation/.

@@ -64,14 +64,7 @@ RingLayerProblem make_ring_layer_problem(const ValidationProblem& problem, const
     return out;
   }
   out.pattern = PatternSource::kept_sets;
-  const PaddedKeptSets padded = pad_kept_sets(problem);
-  const auto capacity = static_cast<size_t>(padded.capacity);
-  for (size_t r = 0; r < static_cast<size_t>(padded.rows); ++r) {
-    const auto v = padded.vertical_keys.begin() + static_cast<std::ptrdiff_t>(r * capacity);
-    const auto s = padded.slash_offsets.begin() + static_cast<std::ptrdiff_t>(r * capacity);
-    out.kept.vertical_keys.emplace_back(v, v + padded.vertical_count[r]);
-    out.kept.slash_offsets.emplace_back(s, s + padded.slash_count[r]);
-  }
+  out.kept = problem.kept;
   return out;
 }
 

@@ -19,15 +19,6 @@ int32_t to_i32(int64_t value, const char* what) {
   return static_cast<int32_t>(value);
 }
 
-std::vector<int32_t> sorted_unique_i32(const std::vector<int64_t>& values) {
-  std::vector<int32_t> out;
-  out.reserve(values.size());
-  for (int64_t v : values) out.push_back(to_i32(v, "kept position"));
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 }  // namespace
 
 ValidationProblem make_validation_problem(const LoadedPlan& loaded, const Trace* trace, int64_t layer, int64_t sample) {
@@ -62,7 +53,10 @@ ValidationProblem make_validation_problem(const LoadedPlan& loaded, const Trace*
   problem.shape.kv_len = plan.layout.local_len();
   problem.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(model.head_dim)));
 
-  if (problem.dense) return problem;
+  if (problem.dense) {
+    problem.kept = KeptSet::dense(problem.row_count(), plan.seq_len_tokens);
+    return problem;
+  }
   require(trace != nullptr, "plan '", plan.name, "' is sparse (sparse.enabled: true) and needs a trace (--trace)");
   require(trace->layers == model.layers && trace->heads == model.q_heads, "the trace has ", trace->layers,
           " layers x ", trace->heads, " heads, model '", model.name, "' has ", model.layers, " x ", model.q_heads);
@@ -75,52 +69,15 @@ ValidationProblem make_validation_problem(const LoadedPlan& loaded, const Trace*
   settings.recall = plan.sparse.recall;
   settings.max_verticals = plan.sparse.max_verticals;
   settings.max_slashes = plan.sparse.max_slashes;
-  std::vector<RowPattern> heads;
+  std::vector<KeptRow> heads;
   for (int64_t h = problem.head_group * heads_per_group; h < (problem.head_group + 1) * heads_per_group; ++h) {
-    const HeadSelection kept = select_head(*trace, sample, layer, h, settings);
-    RowPattern row;
-    row.slash_offsets.assign(kept.slash_offsets.begin(), kept.slash_offsets.end());
-    row.vertical_tokens.assign(kept.vertical_keys.begin(), kept.vertical_keys.end());
-    heads.push_back(std::move(row));
+    HeadSelection kept = select_head(*trace, sample, layer, h, settings);
+    heads.push_back(KeptRow{std::move(kept.vertical_keys), std::move(kept.slash_offsets)});
   }
-  for (int32_t b = 0; b < problem.shape.batch; ++b) {
-    problem.rows.insert(problem.rows.end(), heads.begin(), heads.end());
-  }
+  std::vector<KeptRow> rows;
+  for (int32_t b = 0; b < problem.shape.batch; ++b) rows.insert(rows.end(), heads.begin(), heads.end());
+  problem.kept = KeptSet::normalized(plan.seq_len_tokens, std::move(rows));
   return problem;
-}
-
-PaddedKeptSets pad_kept_sets(const ValidationProblem& problem) {
-  PaddedKeptSets kept;
-  kept.rows = problem.row_count();
-  const auto rows = static_cast<size_t>(kept.rows);
-  std::vector<std::vector<int32_t>> verticals(rows);
-  std::vector<std::vector<int32_t>> slashes(rows);
-  if (problem.dense) {
-    const int32_t n = to_i32(problem.layout.seq_len_tokens(), "seq_len_tokens");
-    std::vector<int32_t> all(static_cast<size_t>(n));
-    for (int32_t d = 0; d < n; ++d) all[static_cast<size_t>(d)] = d;
-    for (auto& row : slashes) row = all;
-  } else {
-    require(problem.rows.size() == rows, "the problem has ", problem.rows.size(), " kept rows, expected ", rows);
-    for (size_t r = 0; r < rows; ++r) {
-      verticals[r] = sorted_unique_i32(problem.rows[r].vertical_tokens);
-      slashes[r] = sorted_unique_i32(problem.rows[r].slash_offsets);
-    }
-  }
-  size_t capacity = 1;
-  for (size_t r = 0; r < rows; ++r) capacity = std::max({capacity, verticals[r].size(), slashes[r].size()});
-  kept.capacity = to_i32(static_cast<int64_t>(capacity), "kept-set capacity");
-  kept.vertical_count.resize(rows);
-  kept.slash_count.resize(rows);
-  kept.vertical_keys.assign(rows * capacity, -1);
-  kept.slash_offsets.assign(rows * capacity, -1);
-  for (size_t r = 0; r < rows; ++r) {
-    kept.vertical_count[r] = static_cast<int32_t>(verticals[r].size());
-    kept.slash_count[r] = static_cast<int32_t>(slashes[r].size());
-    std::copy(verticals[r].begin(), verticals[r].end(), kept.vertical_keys.begin() + static_cast<std::ptrdiff_t>(r * capacity));
-    std::copy(slashes[r].begin(), slashes[r].end(), kept.slash_offsets.begin() + static_cast<std::ptrdiff_t>(r * capacity));
-  }
-  return kept;
 }
 
 std::string describe(const ValidationProblem& problem) {

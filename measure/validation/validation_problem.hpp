@@ -3,15 +3,15 @@
 // head group 0 and their K/V heads, times the micro batch), the block shape, and the kept
 // vertical-slash sets of every index row at the plan's recall (from one trace sample), or dense.
 // It is exactly what the simulator counts for that layer and head group, so measured and
-// predicted figures describe the same work. Tested in tests/measure/validation/validation_problem_test.cpp.
+// predicted figures describe the same work. Tested in tests/measure/validation/validation_compare_test.cpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/kept_set.hpp"
 #include "kernels/attention_params.hpp"
-#include "kernels/index/row_pattern.hpp"
 #include "sim/config/plan_config.hpp"
 #include "traces/trace.hpp"
 
@@ -31,8 +31,9 @@ struct ValidationProblem {
   int32_t block_k = 64;              ///< key tile (tokens)
   float softmax_scale = 0.0f;        ///< 1 / sqrt(head_dim)
   /// Kept sets of every index row (row = batch b x q_heads + local head h), global coordinates;
-  /// empty when dense.
-  std::vector<RowPattern> rows;
+  /// when dense, every slash offset 0 .. N-1 (KeptSet::dense). The replay pads it for the GPU
+  /// (KeptSet::padded) and the ring runtime takes it as it is.
+  KeptSet kept;
 
   /// Ring size W.
   int32_t ranks() const { return layout.ranks(); }
@@ -46,21 +47,6 @@ struct ValidationProblem {
 /// sample does not exist, the trace does not match the model or the plan's length, or the local
 /// head counts are not a valid GQA shape.
 ValidationProblem make_validation_problem(const LoadedPlan& loaded, const Trace* trace, int64_t layer, int64_t sample);
-
-/// Kept sets padded to a common capacity, as the GPU index build takes them (rows x capacity,
-/// ascending and unique per row, -1 pads). Dense problems keep every offset 0 .. N-1.
-struct PaddedKeptSets {
-  int32_t rows = 0;
-  int32_t capacity = 1;
-  std::vector<int32_t> vertical_count;  ///< (rows)
-  std::vector<int32_t> vertical_keys;   ///< (rows x capacity)
-  std::vector<int32_t> slash_count;     ///< (rows)
-  std::vector<int32_t> slash_offsets;   ///< (rows x capacity)
-};
-
-/// The problem's kept sets in padded form (sorted, deduplicated; offset 0 kept when present).
-/// Throws InputError when a value does not fit 32 bits.
-PaddedKeptSets pad_kept_sets(const ValidationProblem& problem);
 
 /// A one-line description, e.g. "W=8 zigzag, levels 8, dense, 16 heads x 16384 tokens".
 std::string describe(const ValidationProblem& problem);

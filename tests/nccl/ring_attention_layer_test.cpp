@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.hpp"
@@ -39,8 +40,8 @@ uint64_t fresh_seed() {
   return (uint64_t{device()} << 32) ^ device();
 }
 
-RingKeptSets random_kept(std::mt19937_64& rng, int32_t rows, int64_t n) {
-  RingKeptSets kept;
+KeptSet random_kept(std::mt19937_64& rng, int32_t rows, int64_t n) {
+  std::vector<KeptRow> kept;
   std::uniform_int_distribution<int64_t> any(0, n - 1);
   for (int32_t r = 0; r < rows; ++r) {
     std::set<int32_t> v{0, 1, 2};
@@ -50,10 +51,9 @@ RingKeptSets random_kept(std::mt19937_64& rng, int32_t rows, int64_t n) {
       if (rng() % 2 == 0) s.insert(d);
     }
     for (int64_t i = 0; i < n / 50; ++i) s.insert(static_cast<int32_t>(any(rng)));
-    kept.vertical_keys.emplace_back(v.begin(), v.end());
-    kept.slash_offsets.emplace_back(s.begin(), s.end());
+    kept.push_back(KeptRow{std::vector<int32_t>(v.begin(), v.end()), std::vector<int32_t>(s.begin(), s.end())});
   }
-  return kept;
+  return KeptSet(n, std::move(kept));
 }
 
 RingLayerProblem make_problem(LayoutKind kind, int64_t granularity, int32_t ranks, int64_t n, uint64_t seed) {
@@ -83,7 +83,7 @@ void expect_matches_single_gpu(const RingLayerProblem& problem) {
   options.return_outputs = true;
   options.timeout_s = 30.0;  // a hang fails the test quickly
   const RingLayerMeasurement m = run_ring_attention_layer(problem, options);
-  const RingKeptSets kept = problem.pattern == PatternSource::dense
+  const KeptSet kept = problem.pattern == PatternSource::dense
                                 ? ring_testing::dense_kept(problem.shape.batch * problem.shape.q_heads,
                                                            problem.layout.seq_len_tokens())
                                 : problem.kept;
@@ -269,8 +269,8 @@ TEST(RingAttentionLayer, EstimateModeSelectsTheSingleGpuKeptSets) {
                                   vkh.begin() + static_cast<std::ptrdiff_t>(base + static_cast<size_t>(vch[static_cast<size_t>(r)])));
     const std::set<int32_t> ref_s(soh.begin() + static_cast<std::ptrdiff_t>(base),
                                   soh.begin() + static_cast<std::ptrdiff_t>(base + static_cast<size_t>(sch[static_cast<size_t>(r)])));
-    const std::set<int32_t> got_v(m.kept.vertical_keys[static_cast<size_t>(r)].begin(), m.kept.vertical_keys[static_cast<size_t>(r)].end());
-    const std::set<int32_t> got_s(m.kept.slash_offsets[static_cast<size_t>(r)].begin(), m.kept.slash_offsets[static_cast<size_t>(r)].end());
+    const std::set<int32_t> got_v(m.kept.row(r).vertical_keys.begin(), m.kept.row(r).vertical_keys.end());
+    const std::set<int32_t> got_s(m.kept.row(r).slash_offsets.begin(), m.kept.row(r).slash_offsets.end());
     kept_total += static_cast<int64_t>(ref_v.size() + ref_s.size());
     for (const auto& [a, b] : {std::pair{&ref_v, &got_v}, std::pair{&ref_s, &got_s}}) {
       for (const int32_t x : *a) differing += b->count(x) == 0 ? 1 : 0;
@@ -303,14 +303,20 @@ TEST(RingAttentionLayer, RejectsBadProblemsBeforeTouchingAGpu) {
   bad = p;
   bad.level_sizes = {3};
   EXPECT_THROW(validate_ring_layer_problem(bad), InputError);
+  // Kept sets: a row short, a row not ascending, a key outside [0, N). A KeptSet checks its
+  // entries when it is made, so the last two are rejected there, before any problem holds them;
+  // the problem rejects a set made for another sequence length.
   bad = p;
-  bad.kept.vertical_keys.pop_back();
+  bad.kept = ring_testing::dense_kept(3, 1024);
   EXPECT_THROW(validate_ring_layer_problem(bad), InputError);
+  std::vector<KeptRow> rows(4);
+  rows[1].slash_offsets = {5, 3};
+  EXPECT_THROW(KeptSet(1024, rows), InputError);
+  rows[1] = KeptRow{};
+  rows[0].vertical_keys = {1024};
+  EXPECT_THROW(KeptSet(1024, rows), InputError);
   bad = p;
-  bad.kept.slash_offsets[1] = {5, 3};
-  EXPECT_THROW(validate_ring_layer_problem(bad), InputError);
-  bad = p;
-  bad.kept.vertical_keys[0] = {1024};
+  bad.kept = KeptSet(2048, rows);
   EXPECT_THROW(validate_ring_layer_problem(bad), InputError);
   bad = p;
   bad.shape.head_dim = 96;

@@ -1,7 +1,7 @@
 // Times one sparse attention layer on the GPUs of this host through the NCCL ring runtime and
 // prints a short table (medians over iterations, CUDA events): forward / backward wall, per-step
 // compute, exposed communication, shuffle and index build. Kept sets are synthetic, shaped like
-// the published Qwen2.5-3B budgets (method.md section 2): sinks + ~1000 verticals, a local window
+// the published Qwen2.5-3B budgets: sinks + ~1000 verticals, a local window
 // + ~2000 distant slashes per head. Run by kernels/bench/run_rings_on_device.sh.
 // Usage: ring_layer_bench [--tokens N] [--levels a,b] [--order g,g,...] [--layout striped|zigzag|contiguous]
 //                         [--q-heads H] [--kv-heads H] [--iterations I] [--label TEXT]
@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.hpp"
@@ -85,15 +86,16 @@ int main(int argc, char** argv) {
     p.iterations = iterations;
     std::mt19937_64 rng(7);
     std::uniform_int_distribution<int64_t> any(0, tokens - 1);
+    std::vector<KeptRow> rows;
     for (int32_t r = 0; r < q_heads; ++r) {
       std::set<int32_t> v{0, 1, 2, 3};
       while (v.size() < 1000) v.insert(static_cast<int32_t>(any(rng)));
       std::set<int32_t> s;
       for (int32_t d = 0; d < 512; ++d) s.insert(d);
       while (s.size() < 2560) s.insert(static_cast<int32_t>(any(rng)));
-      p.kept.vertical_keys.emplace_back(v.begin(), v.end());
-      p.kept.slash_offsets.emplace_back(s.begin(), s.end());
+      rows.push_back(KeptRow{std::vector<int32_t>(v.begin(), v.end()), std::vector<int32_t>(s.begin(), s.end())});
     }
+    p.kept = KeptSet(tokens, std::move(rows));
     RingRuntimeOptions options;
     options.timeout_s = 120.0;
     options.id_file = id_file;

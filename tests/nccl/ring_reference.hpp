@@ -50,18 +50,10 @@ inline std::vector<bf16_bits> host_inputs(uint64_t seed, uint32_t tensor, int32_
 }
 
 /// Kept sets of a dense problem: every slash offset.
-inline RingKeptSets dense_kept(int32_t rows, int64_t n) {
-  RingKeptSets kept;
-  kept.vertical_keys.assign(static_cast<size_t>(rows), {});
-  kept.slash_offsets.assign(static_cast<size_t>(rows), {});
-  for (auto& s : kept.slash_offsets) {
-    for (int32_t d = 0; d < n; ++d) s.push_back(d);
-  }
-  return kept;
-}
+inline KeptSet dense_kept(int32_t rows, int64_t n) { return KeptSet::dense(rows, n); }
 
 /// Runs the layer's kernels once over the whole sequence on device 0.
-inline ReferenceOutputs single_gpu_reference(const RingLayerProblem& problem, const RingKeptSets& kept) {
+inline ReferenceOutputs single_gpu_reference(const RingLayerProblem& problem, const KeptSet& kept) {
   SPARSERING_CUDA_CHECK(cudaSetDevice(0));
   const int64_t n = problem.layout.seq_len_tokens();
   AttentionShape shape = problem.shape;
@@ -76,21 +68,10 @@ inline ReferenceOutputs single_gpu_reference(const RingLayerProblem& problem, co
   DeviceBuffer<bf16_bits> k(host_inputs(problem.seed, 1, shape.batch, shape.kv_heads, n, shape.head_dim));
   DeviceBuffer<bf16_bits> v(host_inputs(problem.seed, 2, shape.batch, shape.kv_heads, n, shape.head_dim));
   DeviceBuffer<bf16_bits> dout(host_inputs(problem.seed, 3, shape.batch, shape.q_heads, n, shape.head_dim));
-  size_t capacity = 1;
-  for (int32_t r = 0; r < rows; ++r) {
-    capacity = std::max({capacity, kept.vertical_keys[static_cast<size_t>(r)].size(),
-                         kept.slash_offsets[static_cast<size_t>(r)].size()});
-  }
-  std::vector<int32_t> vc(static_cast<size_t>(rows)), sc(static_cast<size_t>(rows));
-  std::vector<int32_t> vk(static_cast<size_t>(rows) * capacity, 0), so(static_cast<size_t>(rows) * capacity, 0);
-  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
-    vc[r] = static_cast<int32_t>(kept.vertical_keys[r].size());
-    sc[r] = static_cast<int32_t>(kept.slash_offsets[r].size());
-    std::copy(kept.vertical_keys[r].begin(), kept.vertical_keys[r].end(), vk.begin() + static_cast<std::ptrdiff_t>(r * capacity));
-    std::copy(kept.slash_offsets[r].begin(), kept.slash_offsets[r].end(), so.begin() + static_cast<std::ptrdiff_t>(r * capacity));
-  }
-  DeviceBuffer<int32_t> vc_d(vc), vk_d(vk), sc_d(sc), so_d(so);
-  const KeptSetsView view{rows, static_cast<int32_t>(capacity), vc_d.data(), vk_d.data(), sc_d.data(), so_d.data()};
+  const PaddedKeptSet padded = kept.padded();
+  DeviceBuffer<int32_t> vc_d(padded.vertical_count), vk_d(padded.vertical_keys), sc_d(padded.slash_count),
+      so_d(padded.slash_offsets);
+  const KeptSetsView view{rows, padded.capacity, vc_d.data(), vk_d.data(), sc_d.data(), so_d.data()};
   const DeviceSparseIndex index =
       launch_build_sparse_index(view, RingPosition{whole, 0, 0}, problem.block_q, problem.block_k, stream.get());
   const auto qe = static_cast<size_t>(int64_t{rows} * n * shape.head_dim);

@@ -71,15 +71,15 @@ TEST(ValidationProblem, KeptSetsAreTheTracesRecallSelection) {
   EXPECT_EQ(problem.shape.q_heads, 16);
   EXPECT_EQ(problem.shape.kv_heads, 2);
   EXPECT_EQ(problem.shape.q_len, 8192);
-  ASSERT_EQ(problem.rows.size(), 16U);
+  ASSERT_EQ(problem.kept.rows(), 16);
   RecallSettings settings;
   settings.recall = 0.9;
   for (int64_t h = 0; h < 16; ++h) {
     const HeadSelection kept = select_head(sample_trace(), 0, 5, h, settings);
-    EXPECT_EQ(problem.rows[static_cast<size_t>(h)].slash_offsets.size(), kept.slash_offsets.size());
-    EXPECT_EQ(problem.rows[static_cast<size_t>(h)].vertical_tokens.size(), kept.vertical_keys.size());
+    EXPECT_EQ(problem.kept.row(static_cast<int32_t>(h)).slash_offsets.size(), kept.slash_offsets.size());
+    EXPECT_EQ(problem.kept.row(static_cast<int32_t>(h)).vertical_keys.size(), kept.vertical_keys.size());
   }
-  const PaddedKeptSets padded = pad_kept_sets(problem);
+  const PaddedKeptSet padded = problem.kept.padded();
   for (int32_t r = 0; r < padded.rows; ++r) {
     const auto* s = &padded.slash_offsets[static_cast<size_t>(r * padded.capacity)];
     for (int32_t k = 1; k < padded.slash_count[static_cast<size_t>(r)]; ++k) EXPECT_LT(s[k - 1], s[k]);
@@ -183,13 +183,16 @@ TEST(RingMeasurement, ProblemCarriesKeptSetsOrDense) {
   const ValidationProblem problem = make_validation_problem(sparse, &sample_trace(), 1, 0);
   const RingLayerProblem ring = make_ring_layer_problem(problem, validation_ring_order(sparse.plan), 2);
   EXPECT_EQ(ring.pattern, PatternSource::kept_sets);
-  ASSERT_EQ(ring.kept.slash_offsets.size(), 16U);
+  ASSERT_EQ(ring.kept.rows(), 16);
+  EXPECT_EQ(ring.kept, problem.kept);
   EXPECT_EQ(ring.ring_order, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(ring.iterations, 2);
   const LoadedPlan dense = plan_32k("zigzag", 2, false);
   const RingLayerProblem dense_ring =
       make_ring_layer_problem(make_validation_problem(dense, nullptr, 0, 0), validation_ring_order(dense.plan), 1);
   EXPECT_EQ(dense_ring.pattern, PatternSource::dense);
+  const ValidationProblem dense_problem = make_validation_problem(dense, nullptr, 0, 0);
+  EXPECT_EQ(dense_problem.kept, KeptSet::dense(dense_problem.row_count(), 32768));
   EXPECT_THROW(make_ring_layer_problem(problem, {0, 1}, 0), InputError);
 }
 

@@ -5,7 +5,7 @@
 // RAII CUDA event both use, and the NCCL ring runtime's per-step event timing reuses (which records
 // events on several streams around whole ring steps, so it times steps, not single launches).
 // Exercised on GPUs by `sparsering calibrate` and `sparsering validate --replay`
-// (kernels/bench/run_calibrate_on_device.sh, run_validation_on_device.sh); no unit test.
+// (measure/device/run_calibrate_on_device.sh, measure/device/run_validation_on_device.sh); no unit test.
 //
 // L2 policy. flush_l2_before overwrites the L2 (a memset of twice its size) before every timed
 // launch, so the launch reads Q, K and V from HBM; warm leaves whatever the previous launch left.

@@ -791,9 +791,6 @@ RingPassTimes summarize(const std::vector<RankResult>& results, int32_t w, bool 
 
 void validate_ring_layer_problem(const RingLayerProblem& problem) {
   const TokenLayout& layout = problem.layout;
-  const TokenLayout checked =
-      make_token_layout(layout.kind(), layout.seq_len_tokens(), layout.ranks(), layout.granularity_tokens());
-  (void)checked;
   require(layout.seq_len_tokens() < (int64_t{1} << 31), "layout.seq_len_tokens ", layout.seq_len_tokens(),
           " must be < 2^31");
   (void)RingTopology(problem.level_sizes, problem.ring_order, layout.ranks());

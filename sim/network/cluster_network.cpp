@@ -1,9 +1,12 @@
+// Collective times over the cluster's fabric (sim/network/cluster_network.hpp).
+// Tested in tests/sim/cluster_network_test.cpp.
 #include "sim/network/cluster_network.hpp"
 
 #include <algorithm>
 #include <map>
 
 #include "common/error.hpp"
+#include "sim/network/nic_contention.hpp"
 
 namespace sparsering {
 
@@ -14,30 +17,14 @@ ClusterNetwork::ClusterNetwork(const ClusterConfig& cluster) : cluster_(&cluster
 SimNs ClusterNetwork::ring_round_ns(std::span<const int64_t> ranks, int64_t bytes) const {
   const size_t n = ranks.size();
   if (n <= 1 || bytes <= 0) return 0;
-  // Edges leaving each node per level (concurrent flows sharing that node's NICs).
-  std::map<std::pair<int64_t, int32_t>, int64_t> leaving;
-  std::map<std::pair<int64_t, int32_t>, int64_t> entering;
-  for (size_t k = 0; k < n; ++k) {
-    const int64_t a = ranks[k];
-    const int64_t b = ranks[(k + 1) % n];
-    const int32_t level = link_level(a, b);
-    if (level > 0) {
-      ++leaving[{node_of(a), level}];
-      ++entering[{node_of(b), level}];
-    }
-  }
+  // Every edge of the ring moves at once: they share the NICs of the nodes they leave and enter.
+  NicContention nics(*this);
+  for (size_t k = 0; k < n; ++k) nics.add_hop(ranks[k], ranks[(k + 1) % n]);
   SimNs worst = 0;
   for (size_t k = 0; k < n; ++k) {
     const int64_t a = ranks[k];
     const int64_t b = ranks[(k + 1) % n];
-    const int32_t level = link_level(a, b);
-    const LinkModel& model = level_link(level);
-    double share = 1.0;
-    if (level > 0) {
-      share = std::min(nic_share(leaving[{node_of(a), level}], model.nics_per_node),
-                       nic_share(entering[{node_of(b), level}], model.nics_per_node));
-    }
-    worst = std::max(worst, transfer_time_ns(model, bytes, share));
+    worst = std::max(worst, transfer_time_ns(link(a, b), bytes, nics.share(a, b)));
   }
   return worst;
 }

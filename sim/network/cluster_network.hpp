@@ -43,7 +43,8 @@ class ClusterNetwork {
 
  private:
   /// Time of one ring round moving `bytes` over every edge of the ring `ranks` at once: the
-  /// slowest edge, with NIC sharing among the ring edges that leave the same node.
+  /// slowest edge, with NIC sharing among the ring edges that leave or enter the same node
+  /// (sim/network/nic_contention.hpp).
   SimNs ring_round_ns(std::span<const int64_t> ranks, int64_t bytes) const;
 
   const ClusterConfig* cluster_;

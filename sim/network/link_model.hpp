@@ -1,8 +1,9 @@
 // Link model: time of one point-to-point message = latency + bytes / bandwidth(bytes), with a
 // size-dependent bandwidth per link kind (log-size interpolation of measured points, such as the
-// NCCL ring-step curve in peers.md; clamped to the first and last point), and NIC sharing: when
-// several flows leave (or enter) a node at once through fewer NICs, each gets nics / flows of
-// the bandwidth. Tested in tests/sim/link_model_test.cpp.
+// NCCL ring-step curves of docs/calibration.md; clamped to the first and last point), and NIC
+// sharing: when several flows leave (or enter) a node at once through fewer NICs, each gets
+// nics / flows of the bandwidth (which flows share: sim/network/nic_contention.hpp).
+// Tested in tests/sim/link_model_test.cpp.
 #pragma once
 
 #include <cstdint>

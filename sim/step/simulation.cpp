@@ -1,11 +1,16 @@
+// The end-to-end simulator (sim/step/simulation.hpp): one training step of a plan, phase by phase.
+// Tested in tests/sim/simulation_test.cpp and end to end in tests/golden/golden_test.cpp.
 #include "sim/step/simulation.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "sim/network/cluster_network.hpp"
+#include "sim/network/nic_contention.hpp"
 #include "sim/ring/all_gather_pass.hpp"
 #include "sim/step/layer_shapes.hpp"
 #include "sim/work/pattern_set.hpp"
@@ -23,6 +28,7 @@ struct RingLinks {
   std::vector<int32_t> dkv_level;  // direct returns: [p x W + t]
 };
 
+/// Whether two rings have the same transfer times everywhere (then one simulation serves both).
 bool same_links(const RingLinks& a, const RingLinks& b) {
   return a.kv_send_ns == b.kv_send_ns && a.dkv_hop_ns == b.dkv_hop_ns && a.dkv_send_ns == b.dkv_send_ns &&
          a.dkv_level == b.dkv_level;
@@ -47,18 +53,12 @@ std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSched
   const auto ww = static_cast<size_t>(w);
   const auto ll = static_cast<size_t>(levels);
   const auto cell = [ww](int32_t p, int32_t t) { return static_cast<size_t>(p) * ww + static_cast<size_t>(t); };
-  std::map<std::pair<int64_t, int32_t>, int64_t> leaving;  // (node, fabric level) -> flows
-  std::map<std::pair<int64_t, int32_t>, int64_t> entering;
+  NicContention nics(network);
   for (const auto& ring : members) {
     for (int32_t k = 0; k < levels; ++k) {
       if (schedule.level_size(k) == 1) continue;
       for (int32_t p = 0; p < w; ++p) {
-        const int64_t a = ring[static_cast<size_t>(p)];
-        const int64_t b = ring[static_cast<size_t>(schedule.next(p, k))];
-        const int32_t fabric = network.link_level(a, b);
-        if (fabric == 0) continue;
-        ++leaving[{network.node_of(a), fabric}];
-        ++entering[{network.node_of(b), fabric}];
+        nics.add_hop(ring[static_cast<size_t>(p)], ring[static_cast<size_t>(schedule.next(p, k))]);
       }
     }
   }
@@ -76,13 +76,8 @@ std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSched
         if (schedule.level_size(k) == 1) continue;
         const int64_t a = ring[static_cast<size_t>(p)];
         const int64_t b = ring[static_cast<size_t>(schedule.next(p, k))];
-        const int32_t fabric = network.link_level(a, b);
-        const LinkModel& link = network.level_link(fabric);
-        double s = 1.0;
-        if (fabric > 0) {
-          s = std::min(nic_share(leaving[{network.node_of(a), fabric}], link.nics_per_node),
-                       nic_share(entering[{network.node_of(b), fabric}], link.nics_per_node));
-        }
+        const LinkModel& link = network.link(a, b);
+        const double s = nics.share(a, b);
         const size_t at = static_cast<size_t>(p) * ll + static_cast<size_t>(k);
         share[at] = s;
         hop[at] = transfer_time_ns(link, shapes.kv_chunk_bytes, s);
@@ -147,10 +142,526 @@ std::vector<int64_t> ulysses_group(const PlanConfig& plan, int64_t d, int64_t po
   return group;
 }
 
+/// Bytes of the sparse index of one ring cell with `rows` heads x sequences and `q_blocks` query blocks.
 int64_t index_bytes_of(const WorkCounts& c, int64_t rows, int64_t q_blocks) {
   // tile_block (int32) + tile_masked (uint8) per tile, column_index (int32) per column, and the
   // two CSR offset arrays (int32) of rows x q_blocks + 1 entries.
   return 5 * c.tiles + 4 * c.columns + 8 * (rows * q_blocks + 1);
+}
+
+/// The phases of a layer outside its ring passes: the same in every layer.
+struct LayerOverheads {
+  SimNs shuffle_in = 0;       ///< layout all-to-all of Q, K, V in (striped layouts), worst ring
+  SimNs shuffle_out = 0;      ///< layout all-to-all of the output back, worst ring
+  SimNs estimate_bcast = 0;   ///< pattern estimation: broadcast of the last queries
+  SimNs estimate_reduce = 0;  ///< pattern estimation: all-reduces of the statistics and masses
+  SimNs ulysses_in = 0;       ///< Ulysses all-to-all of Q, K, V in, worst group
+  SimNs ulysses_out = 0;      ///< Ulysses all-to-all of the output back, worst group
+  SimNs estimate_scores = 0;  ///< pattern estimation scores GEMM
+  SimNs index_build = 0;      ///< the sparse index of every ring step, once per layer
+  SimNs qkv_fwd = 0, out_fwd = 0, mlp_fwd = 0;  ///< dense GEMMs, forward
+  SimNs qkv_bwd = 0, out_bwd = 0, mlp_bwd = 0;  ///< dense GEMMs, backward
+};
+
+/// One simulate() call, phase by phase: run() calls the phases in the order they are declared,
+/// each reading what the earlier ones left and adding to the result. The order of the phases is
+/// the order of the result's notes and of the checks that throw.
+class StepSimulation {
+ public:
+  StepSimulation(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,
+                 const ClusterConfig& cluster, const Trace* trace, const SimulationOptions& options)
+      : context_(context), plan_(plan), model_(model), cluster_(cluster), trace_(trace), options_(options) {}
+
+  /// Every phase in order; the result of simulate().
+  SimulationResult run() {
+    resolve_inputs();
+    count_work();
+    build_models();
+    classify_rings();
+    layer_collectives();
+    layer_compute();
+    all_gather_times();
+    build_ring_inputs();
+    for (int64_t layer = 0; layer < model_.layers; ++layer) simulate_layer(layer);
+    whole_model_figures();
+    assemble_step();
+    estimate_memory_use();
+    return std::move(result_);
+  }
+
+ private:
+  /// Checks the inputs against each other and fills the result's description of the plan.
+  void resolve_inputs();
+  /// Selects the attention patterns (trace or dense) and counts the work of every layer, head
+  /// group and ring cell, through the context's caches.
+  void count_work();
+  /// The kernel and GEMM cost models, the network and the ring schedule.
+  void build_models();
+  /// Link timing of every ring, and the classes of rings that time alike (one simulation each).
+  void classify_rings();
+  /// Collectives of one layer outside the ring: layout and Ulysses all-to-alls, pattern
+  /// estimation broadcast and all-reduces, each over its slowest group.
+  void layer_collectives();
+  /// Compute of one layer outside the ring: estimation scores, index build and dense GEMMs.
+  void layer_compute();
+  /// The all-gather primitive's gather and reduce-scatter times per ring class (0 for p2p).
+  void all_gather_times();
+  /// The link inputs of each ring class; only the kernel times change from layer to layer.
+  void build_ring_inputs();
+  /// Layer `layer`: its ring passes forward and backward, its phases, its sparse index bytes.
+  void simulate_layer(int64_t layer);
+  /// Kernel times of layer `layer` into the ring inputs, then every class's forward and backward
+  /// pass; fills the layer's attention times and figures, returns its step imbalance.
+  double simulate_ring_passes(int64_t layer, LayerResult& lr);
+  /// The forward and backward phases of a layer whose ring passes are in `lr`, and their sums.
+  void add_layer_phases(LayerResult& lr) const;
+  /// Bytes of the sparse index kept from forward for backward in layer `layer`: busiest rank.
+  int64_t index_bytes_of_layer(int64_t layer) const;
+  /// Worker imbalance, exposed share and step imbalance over all layers.
+  void whole_model_figures();
+  /// LM head, gradient synchronisation, optimizer, the step time and tokens per second.
+  void assemble_step();
+  /// Peak memory per GPU with the sparse index counted by the layers.
+  void estimate_memory_use();
+
+  SimulationContext& context_;
+  const PlanConfig& plan_;
+  const ModelConfig& model_;
+  const ClusterConfig& cluster_;
+  const Trace* trace_;
+  const SimulationOptions& options_;
+
+  SimulationResult result_;
+  LayerShapes shapes_;
+  bool sparse_ = false;
+  int64_t n_ = 0;  // tokens of the sequence
+  std::shared_ptr<const WorkSet> work_;
+  AttentionCostModel cost_;
+  GemmCostModel gemm_;
+  std::optional<ClusterNetwork> network_;
+  std::optional<RingSchedule> schedule_;
+  int32_t w_ = 0;  // ring positions
+  std::vector<RingLinks> links_;      // per ring
+  std::vector<size_t> class_links_;   // representative ring of each class
+  LayerOverheads overheads_;
+  bool all_gather_ = false;
+  std::vector<SimNs> gather_ns_;      // per class
+  std::vector<SimNs> scatter_ns_;     // per class
+  int64_t heads_per_launch_ = 0;
+  std::vector<RingInput> class_inputs_;
+  std::vector<std::vector<SimNs>> per_rank_fwd_;  // [class][position]: forward kernel time, all layers
+  std::vector<int64_t> exposed_steps_;            // per class, all layers
+  double step_imbalance_sum_ = 0.0;
+  int64_t index_bytes_ = 0;
+  int64_t q_blocks_ = 0;
+};
+
+void StepSimulation::resolve_inputs() {
+  const PlanConfig& plan = plan_;
+  const ModelConfig& model = model_;
+  const ClusterConfig& cluster = cluster_;
+  check_plan_against(plan, model, cluster);
+  require(options_.threads >= 1, "simulation threads must be >= 1, got ", options_.threads);
+  const GpuConfig& gpu = cluster.gpu_config;
+  require(!gpu.name.empty(), "cluster '", cluster.name, "' has no loaded GPU config (gpu: ", cluster.gpu, ")");
+  shapes_ = layer_shapes(plan, model);
+  sparse_ = plan.sparse.enabled;
+  n_ = plan.seq_len_tokens;
+
+  SimulationResult& result = result_;
+  result.plan_name = plan.name;
+  result.model_name = model.name;
+  result.cluster_name = cluster.name;
+  result.gpu_name = gpu.name;
+  result.dense = !sparse_;
+  result.context_parallel = plan.context_parallel;
+  result.head_parallel = plan.head_parallel;
+  result.data_parallel = plan.data_parallel;
+  for (const RingLevel& level : plan.ring_levels) result.ring_levels.push_back(level.size);
+  result.layout = str(to_string(plan.layout.kind()),
+                      plan.layout.kind() == LayoutKind::striped ? str(" G=", plan.layout.granularity_tokens()) : "");
+}
+
+void StepSimulation::count_work() {
+  const PlanConfig& plan = plan_;
+  const ModelConfig& model = model_;
+  const SimulationOptions& options = options_;
+  const Trace* trace = trace_;
+  const int64_t n = n_;
+  SimulationResult& result = result_;
+  std::shared_ptr<const PatternSet> patterns;
+  std::string pattern_key;
+  if (sparse_) {
+    require(trace != nullptr, "plan '", plan.name, "' is sparse (sparse.enabled: true) and needs a trace");
+    RecallSettings settings;
+    settings.recall = plan.sparse.recall;
+    settings.max_verticals = plan.sparse.max_verticals;
+    settings.max_slashes = plan.sparse.max_slashes;
+    if (!options.trace_key.empty()) {
+      pattern_key = str("trace=", options.trace_key, "|sample=", options.trace_sample, "|recall=", settings.recall,
+                        "|maxv=", settings.max_verticals, "|maxs=", settings.max_slashes);
+    }
+    patterns = context_.patterns(pattern_key, [&] { return select_patterns(*trace, options.trace_sample, settings); });
+    require(patterns->layers == model.layers, "the trace has ", patterns->layers, " layers, model '", model.name,
+            "' has ", model.layers);
+    require(patterns->heads == model.q_heads, "the trace has ", patterns->heads, " heads per layer, model '", model.name,
+            "' has ", model.q_heads, " query heads");
+    require(patterns->seq_len_tokens == n, "trace sample ", options.trace_sample, " has ", patterns->seq_len_tokens,
+            " tokens, the plan's seq_len_tokens is ", n);
+    if (!trace->metadata.model.empty() && trace->metadata.model != model.name &&
+        trace->metadata.model != model.hf_model_id) {
+      result.notes.push_back(str("the trace was made for model '", trace->metadata.model, "'; simulated as '", model.name,
+                                 "' (same layers, heads and length)"));
+    }
+    result.notes.push_back(str("patterns: trace sample ", options.trace_sample, ", recall ", settings.recall,
+                               ", caps ", settings.max_verticals, " verticals / ", settings.max_slashes, " slashes"));
+  } else {
+    pattern_key = str("dense|layers=", model.layers, "|heads=", model.q_heads, "|N=", n);
+    patterns = context_.patterns(pattern_key, [&] { return dense_patterns(model.layers, model.q_heads, n); });
+    result.notes.push_back("dense attention: every causal pair, same kernel cost model as the sparse kernel");
+  }
+  work_ = context_.work(pattern_key, *patterns, plan.layout, plan.sparse.block_q, plan.sparse.block_k,
+                        plan.head_parallel, plan.micro_batch_sequences, options.threads);
+  result.heads_per_group = work_->heads_per_group;
+}
+
+void StepSimulation::build_models() {
+  const PlanConfig& plan = plan_;
+  const SimulationOptions& options = options_;
+  const GpuConfig& gpu = cluster_.gpu_config;
+  SimulationResult& result = result_;
+  cost_ = make_attention_cost_model(gpu, plan.sparse.block_q, plan.sparse.block_k, model_.head_dim, options.roofline);
+  gemm_ = make_gemm_cost_model(gpu, options.roofline);
+  result.calibrated = cost_.calibrated;
+  result.cost_source = cost_.source;
+  result.notes.insert(result.notes.end(), cost_.notes.begin(), cost_.notes.end());
+  if (!gemm_.calibrated) {
+    result.notes.push_back(str("GEMMs at an assumed ", options.roofline.gemm_efficiency, " of peak (uncalibrated)"));
+  }
+  network_.emplace(cluster_);
+  std::vector<int64_t> level_sizes;
+  for (const RingLevel& level : plan.ring_levels) level_sizes.push_back(level.size);
+  if (level_sizes.empty()) level_sizes.push_back(plan.context_parallel);
+  schedule_.emplace(level_sizes);
+  w_ = schedule_->ranks();
+  require(w_ == plan.context_parallel, "ring levels multiply to ", w_, ", context_parallel is ", plan.context_parallel);
+}
+
+void StepSimulation::classify_rings() {
+  const PlanConfig& plan = plan_;
+  SimulationResult& result = result_;
+  std::vector<std::vector<int64_t>> members;
+  for (int64_t r = 0; r < plan.ring_count(); ++r) members.push_back(plan.ring_members(r));
+  links_ = ring_links(*network_, *schedule_, members, shapes_, options_.accumulator_route);
+  const std::vector<RingLinks>& links = links_;
+  for (int64_t r = 0; r < plan.ring_count(); ++r) {
+    const int64_t group = r % plan.head_parallel;
+    bool found = false;
+    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+      if (result.ring_classes[c].head_group == group && same_links(links[class_links_[c]], links[static_cast<size_t>(r)])) {
+        result.ring_classes[c].rings.push_back(r);
+        result.ring_classes[c].ring_members.push_back(members[static_cast<size_t>(r)]);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      result.ring_classes.push_back(
+          RingClass{group, {r}, members[static_cast<size_t>(r)], {members[static_cast<size_t>(r)]}});
+      class_links_.push_back(static_cast<size_t>(r));
+    }
+  }
+}
+
+void StepSimulation::layer_collectives() {
+  const PlanConfig& plan = plan_;
+  const ModelConfig& model = model_;
+  const SimulationOptions& options = options_;
+  const LayerShapes& shapes = shapes_;
+  const ClusterNetwork& network = *network_;
+  const bool sparse = sparse_;
+  const int64_t n = n_;
+  SimulationResult& result = result_;
+  LayerOverheads& o = overheads_;
+  // Layout shuffle and Ulysses all-to-alls, pattern estimation collectives: worst group.
+  const bool shuffle = options.layout_shuffle == LayoutShuffle::always ||
+                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind() == LayoutKind::striped);
+  const int32_t last_owner = plan.layout.owner(n - 1).ring_rank;
+  for (const RingClass& cls : result.ring_classes) {
+    if (shuffle) {
+      o.shuffle_in = std::max(o.shuffle_in, network.all_to_all_ns(cls.members, shapes.qkv_local_bytes));
+      o.shuffle_out = std::max(o.shuffle_out, network.all_to_all_ns(cls.members, shapes.out_local_bytes));
+    }
+    if (sparse) {
+      std::vector<int64_t> rooted = cls.members;
+      std::rotate(rooted.begin(), rooted.begin() + last_owner, rooted.end());
+      const int64_t q_bytes = plan.sparse.last_q * shapes.q_heads_local * model.head_dim * shapes.bytes_per_value;
+      o.estimate_bcast = std::max(o.estimate_bcast, network.broadcast_ns(rooted, q_bytes * plan.micro_batch_sequences));
+      const int64_t stats = plan.sparse.last_q * shapes.q_heads_local * 2 * 4 * plan.micro_batch_sequences;
+      const int64_t masses = n * shapes.q_heads_local * 4 * plan.micro_batch_sequences;
+      o.estimate_reduce = std::max(o.estimate_reduce, network.all_reduce_ns(cls.members, stats) +
+                                                          network.all_reduce_ns(cls.members, masses));
+    }
+  }
+  if (shuffle) result.notes.push_back("layout all-to-alls of Q, K, V in and of the output back (striped layout)");
+  if (plan.head_parallel > 1) {
+    const int64_t b = shapes.bytes_per_value;
+    const int64_t qkv_bytes = shapes.dense_tokens * (model.q_heads + 2 * model.kv_heads) * model.head_dim * b;
+    const int64_t out_bytes = shapes.dense_tokens * model.q_heads * model.head_dim * b;
+    for (int64_t d = 0; d < plan.data_parallel; ++d) {
+      for (int64_t p = 0; p < plan.context_parallel; ++p) {
+        const std::vector<int64_t> group = ulysses_group(plan, d, p);
+        o.ulysses_in = std::max(o.ulysses_in, network.all_to_all_ns(group, qkv_bytes));
+        o.ulysses_out = std::max(o.ulysses_out, network.all_to_all_ns(group, out_bytes));
+      }
+    }
+  }
+}
+
+void StepSimulation::layer_compute() {
+  const PlanConfig& plan = plan_;
+  const ModelConfig& model = model_;
+  const SimulationOptions& options = options_;
+  const LayerShapes& shapes = shapes_;
+  const GemmCostModel& gemm = gemm_;
+  const bool sparse = sparse_;
+  SimulationResult& result = result_;
+  LayerOverheads& o = overheads_;
+  o.estimate_scores =
+      sparse ? gemm_time_ns(gemm, 2.0 * 2.0 * static_cast<double>(plan.sparse.last_q * shapes.attention_tokens *
+                                                                  shapes.q_heads_local * model.head_dim))
+             : 0;
+  // The sparse index of every ring step, built once per layer after the estimation.
+  o.index_build =
+      sparse ? index_build_time_ns(options.roofline, shapes.q_heads_local * plan.micro_batch_sequences,
+                                   plan.layout.local_len())
+             : 0;
+  if (sparse) {
+    result.notes.push_back(str("index build: ", options.roofline.index_build_launch_us, " us + ",
+                               options.roofline.index_build_per_head_ktoken_us,
+                               " us per head and 1024 local tokens per layer (assumed from H200 measurements, "
+                               "not calibrated)"));
+  }
+  o.qkv_fwd = gemm_time_ns(gemm, shapes.qkv_flops);
+  o.out_fwd = gemm_time_ns(gemm, shapes.out_proj_flops);
+  o.mlp_fwd = gemm_time_ns(gemm, shapes.mlp_flops);
+  o.qkv_bwd = gemm_time_ns(gemm, 2.0 * shapes.qkv_flops);
+  o.out_bwd = gemm_time_ns(gemm, 2.0 * shapes.out_proj_flops);
+  o.mlp_bwd = gemm_time_ns(gemm, 2.0 * shapes.mlp_flops);
+}
+
+void StepSimulation::all_gather_times() {
+  // The all-gather primitive: K/V of the whole group gathered before attention (again in
+  // backward, which then reduce-scatters dK/dV).
+  SimulationResult& result = result_;
+  all_gather_ = plan_.comm == CommPrimitive::all_gather;
+  gather_ns_.assign(result.ring_classes.size(), 0);
+  scatter_ns_.assign(result.ring_classes.size(), 0);
+  if (all_gather_) {
+    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+      const std::vector<int64_t>& members = result.ring_classes[c].members;
+      gather_ns_[c] = network_->all_gather_ns(members, shapes_.kv_chunk_bytes * plan_.context_parallel);
+      scatter_ns_[c] = network_->all_gather_ns(members, shapes_.dkv_chunk_bytes * plan_.context_parallel);
+    }
+    result.notes.push_back("comm all_gather: K/V all-gathered before attention (forward and backward), dK/dV reduce-scattered");
+  }
+}
+
+void StepSimulation::build_ring_inputs() {
+  const size_t classes = result_.ring_classes.size();
+  heads_per_launch_ = work_->heads_per_group * plan_.micro_batch_sequences;
+  const auto ww = static_cast<size_t>(w_);
+  class_inputs_.assign(classes, RingInput{});
+  for (size_t c = 0; c < classes; ++c) {
+    const RingLinks& ring = links_[class_links_[c]];
+    RingInput& input = class_inputs_[c];
+    input.kv_send_ns = ring.kv_send_ns;
+    input.dkv_hop_ns = ring.dkv_hop_ns;
+    input.dkv_send_ns = ring.dkv_send_ns;
+    input.dkv_level = ring.dkv_level;
+    input.route = options_.accumulator_route;
+  }
+  per_rank_fwd_.assign(classes, std::vector<SimNs>(ww, 0));
+  exposed_steps_.assign(classes, 0);
+  q_blocks_ = ceil_div(plan_.layout.local_len(), plan_.sparse.block_q);
+}
+
+void StepSimulation::simulate_layer(int64_t layer) {
+  LayerResult lr;
+  lr.layer = layer;
+  const double layer_step_imbalance = simulate_ring_passes(layer, lr);
+  lr.step_imbalance = layer_step_imbalance;
+  step_imbalance_sum_ += layer_step_imbalance;
+  for (int64_t g = 0; g < plan_.head_parallel; ++g) lr.work += work_->at(layer, g).total();
+  add_layer_phases(lr);
+  result_.step.forward_ns += lr.forward_ns;
+  result_.step.backward_ns += lr.backward_ns;
+  result_.layers.push_back(std::move(lr));
+  if (sparse_) index_bytes_ += index_bytes_of_layer(layer);
+}
+
+double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
+  const RingSchedule& schedule = *schedule_;
+  const SimulationOptions& options = options_;
+  const int32_t w = w_;
+  const auto ww = static_cast<size_t>(w);
+  SimulationResult& result = result_;
+  double layer_step_imbalance = 1.0;
+  for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+    const RingClass& cls = result.ring_classes[c];
+    const WorkMatrix& matrix = work_->at(layer, cls.head_group);
+    RingInput& input = class_inputs_[c];
+    input.compute_ns.resize(ww * ww);
+    std::vector<SimNs> backward_compute(ww * ww);
+    for (int32_t p = 0; p < w; ++p) {
+      for (int32_t t = 0; t < w; ++t) {
+        const WorkCounts& cell = matrix.at(p, schedule.source(p, t));
+        const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
+        input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, heads_per_launch_);
+        backward_compute[at] = kernel_time_ns(cost_.backward, cell, heads_per_launch_);
+        per_rank_fwd_[c][static_cast<size_t>(p)] += input.compute_ns[at];
+      }
+    }
+    RingPassResult fwd;
+    fwd.layer = layer;
+    fwd.head_group = cls.head_group;
+    fwd.ring_class = static_cast<int32_t>(c);
+    fwd.run = all_gather_ ? simulate_all_gather_pass(w, input.compute_ns, gather_ns_[c], 0)
+                          : simulate_ring(schedule, input, false);
+    fwd.metrics = ring_metrics(fwd.run, input.compute_ns);
+    if (options.keep_ring_records) fwd.compute_ns = input.compute_ns;
+    RingPassResult bwd;
+    bwd.layer = layer;
+    bwd.head_group = cls.head_group;
+    bwd.ring_class = static_cast<int32_t>(c);
+    bwd.backward = true;
+    input.compute_ns.swap(backward_compute);
+    bwd.run = all_gather_ ? simulate_all_gather_pass(w, input.compute_ns, gather_ns_[c], scatter_ns_[c])
+                          : simulate_ring(schedule, input, true);
+    bwd.metrics = ring_metrics(bwd.run, input.compute_ns);
+    if (options.keep_ring_records) bwd.compute_ns = input.compute_ns;
+    lr.attention_fwd_ns = std::max(lr.attention_fwd_ns, fwd.run.end_ns);
+    lr.attention_bwd_ns = std::max(lr.attention_bwd_ns, bwd.run.end_ns);
+    lr.worker_imbalance = std::max(lr.worker_imbalance, fwd.metrics.worker_imbalance);
+    layer_step_imbalance = std::max(layer_step_imbalance, fwd.metrics.mean_step_imbalance);
+    lr.exposed_share = std::max(lr.exposed_share, fwd.metrics.exposed_share);
+    lr.backward_exposed_share = std::max(lr.backward_exposed_share, bwd.metrics.exposed_share);
+    exposed_steps_[c] += fwd.metrics.exposed_steps;
+    if (options.keep_ring_records) {
+      result.rings.push_back(std::move(fwd));
+      result.rings.push_back(std::move(bwd));
+    }
+  }
+  return layer_step_imbalance;
+}
+
+void StepSimulation::add_layer_phases(LayerResult& lr) const {
+  const LayerOverheads& o = overheads_;
+  const auto add = [](std::vector<LayerPhase>& phases, const char* name, SimNs ns, bool comm) {
+    if (ns > 0) phases.push_back(LayerPhase{name, ns, comm});
+  };
+  add(lr.forward, "qkv_proj", o.qkv_fwd, false);
+  add(lr.forward, "ulysses_a2a_in", o.ulysses_in, true);
+  add(lr.forward, "layout_a2a_in", o.shuffle_in, true);
+  add(lr.forward, "estimate_bcast", o.estimate_bcast, true);
+  add(lr.forward, "estimate_scores", o.estimate_scores, false);
+  add(lr.forward, "estimate_allreduce", o.estimate_reduce, true);
+  add(lr.forward, "index_build", o.index_build, false);
+  add(lr.forward, "attention_ring", lr.attention_fwd_ns, false);
+  add(lr.forward, "layout_a2a_out", o.shuffle_out, true);
+  add(lr.forward, "ulysses_a2a_out", o.ulysses_out, true);
+  add(lr.forward, "out_proj", o.out_fwd, false);
+  add(lr.forward, "mlp", o.mlp_fwd, false);
+  for (const LayerPhase& phase : lr.forward) lr.forward_ns += phase.duration_ns;
+  if (plan_.recompute == RecomputeMode::full) add(lr.backward, "recompute_forward", lr.forward_ns, false);
+  add(lr.backward, "mlp_bwd", o.mlp_bwd, false);
+  add(lr.backward, "out_proj_bwd", o.out_bwd, false);
+  add(lr.backward, "ulysses_a2a_in", o.ulysses_out, true);
+  add(lr.backward, "layout_a2a_in", o.shuffle_out, true);
+  if (plan_.recompute == RecomputeMode::selective) add(lr.backward, "attention_recompute", lr.attention_fwd_ns, false);
+  add(lr.backward, "attention_ring_bwd", lr.attention_bwd_ns, false);
+  add(lr.backward, "layout_a2a_out", o.shuffle_in, true);
+  add(lr.backward, "ulysses_a2a_out", o.ulysses_in, true);
+  add(lr.backward, "qkv_proj_bwd", o.qkv_bwd, false);
+  for (const LayerPhase& phase : lr.backward) lr.backward_ns += phase.duration_ns;
+}
+
+int64_t StepSimulation::index_bytes_of_layer(int64_t layer) const {
+  int64_t worst = 0;
+  for (int64_t g = 0; g < plan_.head_parallel; ++g) {
+    const WorkMatrix& matrix = work_->at(layer, g);
+    for (int32_t p = 0; p < w_; ++p) {
+      int64_t bytes = 0;
+      for (int32_t src = 0; src < w_; ++src) bytes += index_bytes_of(matrix.at(p, src), heads_per_launch_, q_blocks_);
+      worst = std::max(worst, bytes);
+    }
+  }
+  return worst;
+}
+
+void StepSimulation::whole_model_figures() {
+  const int32_t w = w_;
+  SimulationResult& result = result_;
+  for (size_t c = 0; c < result.ring_classes.size(); ++c) {
+    SimNs total = 0;
+    SimNs most = 0;
+    for (const SimNs v : per_rank_fwd_[c]) {
+      total += v;
+      most = std::max(most, v);
+    }
+    const double mean = static_cast<double>(total) / static_cast<double>(w);
+    result.worker_imbalance = std::max(result.worker_imbalance, mean > 0.0 ? static_cast<double>(most) / mean : 1.0);
+    if (w > 1) {
+      const double share = static_cast<double>(exposed_steps_[c]) /
+                           (static_cast<double>(model_.layers) * static_cast<double>(w) * static_cast<double>(w - 1));
+      result.exposed_share = std::max(result.exposed_share, share);
+    }
+  }
+  result.step_imbalance = step_imbalance_sum_ / static_cast<double>(model_.layers);
+}
+
+void StepSimulation::assemble_step() {
+  const PlanConfig& plan = plan_;
+  const ModelConfig& model = model_;
+  const GpuConfig& gpu = cluster_.gpu_config;
+  const LayerShapes& shapes = shapes_;
+  const GemmCostModel& gemm = gemm_;
+  const ClusterNetwork& network = *network_;
+  SimulationResult& result = result_;
+  result.step.lm_head_ns = gemm_time_ns(gemm, shapes.lm_head_flops) + gemm_time_ns(gemm, 2.0 * shapes.lm_head_flops);
+  std::vector<int64_t> world(static_cast<size_t>(plan.world_size()));
+  for (size_t r = 0; r < world.size(); ++r) world[r] = static_cast<int64_t>(r);
+  const int64_t grad_bytes = model.parameter_count() * model.bytes_per_param;
+  result.step.grad_sync_ns = network.all_reduce_ns(world, grad_bytes);
+  if (plan.zero_stage >= 3 && plan.world_size() > 1) {
+    result.step.grad_sync_ns += 2 * network.all_gather_ns(world, grad_bytes);
+    result.notes.push_back("ZeRO-3: parameters all-gathered for forward and backward (counted with gradient sync)");
+  }
+  SimNs exposed = result.step.grad_sync_ns;
+  if (options_.overlap_grad_sync && model.layers > 0) {
+    const SimNs window = result.step.backward_ns - result.layers.front().backward_ns;
+    exposed = std::max(result.step.grad_sync_ns - window, result.step.grad_sync_ns / model.layers);
+    exposed = std::max<SimNs>(exposed, 0);
+  }
+  result.step.grad_sync_exposed_ns = exposed;
+  const int64_t shard = plan.zero_stage >= 1 ? plan.world_size() : 1;
+  const double optimizer_bytes = 36.0 * static_cast<double>(model.parameter_count()) / static_cast<double>(shard);
+  require(gpu.memory_bandwidth_gbytes_per_s > 0.0, "GPU '", gpu.name, "' has no memory_bandwidth_gbytes_per_s");
+  result.step.optimizer_ns = round_to_ns(optimizer_bytes / gpu.memory_bandwidth_gbytes_per_s);
+  result.step.forward_ns += gemm_time_ns(gemm, shapes.lm_head_flops);
+  result.step.backward_ns += gemm_time_ns(gemm, 2.0 * shapes.lm_head_flops);
+  result.step.step_ns =
+      result.step.forward_ns + result.step.backward_ns + result.step.grad_sync_exposed_ns + result.step.optimizer_ns;
+  result.step.tokens_per_step = plan.data_parallel * plan.micro_batch_sequences * n_;
+  result.step.tokens_per_s = result.step.step_ns > 0 ? static_cast<double>(result.step.tokens_per_step) /
+                                                           (static_cast<double>(result.step.step_ns) * 1e-9)
+                                                     : 0.0;
+}
+
+void StepSimulation::estimate_memory_use() {
+  result_.memory = estimate_memory(plan_, model_, cluster_.gpu_config, shapes_, index_bytes_);
+  if (!result_.memory.fits) result_.notes.push_back(str("does not fit: ", result_.memory.reason));
+  result_.work_cache_hits = context_.work_cache_hits();
 }
 
 }  // namespace
@@ -173,350 +684,7 @@ PlanPrediction SimulationResult::prediction(const std::string& version) const {
 
 SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,
                           const ClusterConfig& cluster, const Trace* trace, const SimulationOptions& options) {
-  check_plan_against(plan, model, cluster);
-  require(options.threads >= 1, "simulation threads must be >= 1, got ", options.threads);
-  const GpuConfig& gpu = cluster.gpu_config;
-  require(!gpu.name.empty(), "cluster '", cluster.name, "' has no loaded GPU config (gpu: ", cluster.gpu, ")");
-  const LayerShapes shapes = layer_shapes(plan, model);
-  const bool sparse = plan.sparse.enabled;
-  const int64_t n = plan.seq_len_tokens;
-
-  SimulationResult result;
-  result.plan_name = plan.name;
-  result.model_name = model.name;
-  result.cluster_name = cluster.name;
-  result.gpu_name = gpu.name;
-  result.dense = !sparse;
-  result.context_parallel = plan.context_parallel;
-  result.head_parallel = plan.head_parallel;
-  result.data_parallel = plan.data_parallel;
-  for (const RingLevel& level : plan.ring_levels) result.ring_levels.push_back(level.size);
-  result.layout = str(to_string(plan.layout.kind()),
-                      plan.layout.kind() == LayoutKind::striped ? str(" G=", plan.layout.granularity_tokens()) : "");
-
-  // Patterns and work.
-  std::shared_ptr<const PatternSet> patterns;
-  std::string pattern_key;
-  if (sparse) {
-    require(trace != nullptr, "plan '", plan.name, "' is sparse (sparse.enabled: true) and needs a trace");
-    RecallSettings settings;
-    settings.recall = plan.sparse.recall;
-    settings.max_verticals = plan.sparse.max_verticals;
-    settings.max_slashes = plan.sparse.max_slashes;
-    if (!options.trace_key.empty()) {
-      pattern_key = str("trace=", options.trace_key, "|sample=", options.trace_sample, "|recall=", settings.recall,
-                        "|maxv=", settings.max_verticals, "|maxs=", settings.max_slashes);
-    }
-    patterns = context.patterns(pattern_key, [&] { return select_patterns(*trace, options.trace_sample, settings); });
-    require(patterns->layers == model.layers, "the trace has ", patterns->layers, " layers, model '", model.name,
-            "' has ", model.layers);
-    require(patterns->heads == model.q_heads, "the trace has ", patterns->heads, " heads per layer, model '", model.name,
-            "' has ", model.q_heads, " query heads");
-    require(patterns->seq_len_tokens == n, "trace sample ", options.trace_sample, " has ", patterns->seq_len_tokens,
-            " tokens, the plan's seq_len_tokens is ", n);
-    if (!trace->metadata.model.empty() && trace->metadata.model != model.name &&
-        trace->metadata.model != model.hf_model_id) {
-      result.notes.push_back(str("the trace was made for model '", trace->metadata.model, "'; simulated as '", model.name,
-                                 "' (same layers, heads and length)"));
-    }
-    result.notes.push_back(str("patterns: trace sample ", options.trace_sample, ", recall ", settings.recall,
-                               ", caps ", settings.max_verticals, " verticals / ", settings.max_slashes, " slashes"));
-  } else {
-    pattern_key = str("dense|layers=", model.layers, "|heads=", model.q_heads, "|N=", n);
-    patterns = context.patterns(pattern_key, [&] { return dense_patterns(model.layers, model.q_heads, n); });
-    result.notes.push_back("dense attention: every causal pair, same kernel cost model as the sparse kernel");
-  }
-  const std::shared_ptr<const WorkSet> work = context.work(pattern_key, *patterns, plan.layout, plan.sparse.block_q,
-                                                           plan.sparse.block_k, plan.head_parallel,
-                                                           plan.micro_batch_sequences, options.threads);
-  result.heads_per_group = work->heads_per_group;
-
-  // Cost and network models.
-  const AttentionCostModel cost = make_attention_cost_model(gpu, plan.sparse.block_q, plan.sparse.block_k,
-                                                            model.head_dim, options.roofline);
-  const GemmCostModel gemm = make_gemm_cost_model(gpu, options.roofline);
-  result.calibrated = cost.calibrated;
-  result.cost_source = cost.source;
-  result.notes.insert(result.notes.end(), cost.notes.begin(), cost.notes.end());
-  if (!gemm.calibrated) {
-    result.notes.push_back(str("GEMMs at an assumed ", options.roofline.gemm_efficiency, " of peak (uncalibrated)"));
-  }
-  const ClusterNetwork network(cluster);
-  std::vector<int64_t> level_sizes;
-  for (const RingLevel& level : plan.ring_levels) level_sizes.push_back(level.size);
-  if (level_sizes.empty()) level_sizes.push_back(plan.context_parallel);
-  const RingSchedule schedule(level_sizes);
-  const int32_t w = schedule.ranks();
-  require(w == plan.context_parallel, "ring levels multiply to ", w, ", context_parallel is ", plan.context_parallel);
-
-  // Rings and the classes of rings that time alike.
-  std::vector<std::vector<int64_t>> members;
-  for (int64_t r = 0; r < plan.ring_count(); ++r) members.push_back(plan.ring_members(r));
-  const std::vector<RingLinks> links = ring_links(network, schedule, members, shapes, options.accumulator_route);
-  std::vector<size_t> class_links;  // representative ring of each class
-  for (int64_t r = 0; r < plan.ring_count(); ++r) {
-    const int64_t group = r % plan.head_parallel;
-    bool found = false;
-    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
-      if (result.ring_classes[c].head_group == group && same_links(links[class_links[c]], links[static_cast<size_t>(r)])) {
-        result.ring_classes[c].rings.push_back(r);
-        result.ring_classes[c].ring_members.push_back(members[static_cast<size_t>(r)]);
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
-      result.ring_classes.push_back(
-          RingClass{group, {r}, members[static_cast<size_t>(r)], {members[static_cast<size_t>(r)]}});
-      class_links.push_back(static_cast<size_t>(r));
-    }
-  }
-
-  // Layout shuffle and Ulysses all-to-alls, pattern estimation collectives: worst group.
-  const bool shuffle = options.layout_shuffle == LayoutShuffle::always ||
-                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind() == LayoutKind::striped);
-  SimNs shuffle_in = 0;
-  SimNs shuffle_out = 0;
-  SimNs estimate_bcast = 0;
-  SimNs estimate_reduce = 0;
-  const int32_t last_owner = plan.layout.owner(n - 1).ring_rank;
-  for (const RingClass& cls : result.ring_classes) {
-    if (shuffle) {
-      shuffle_in = std::max(shuffle_in, network.all_to_all_ns(cls.members, shapes.qkv_local_bytes));
-      shuffle_out = std::max(shuffle_out, network.all_to_all_ns(cls.members, shapes.out_local_bytes));
-    }
-    if (sparse) {
-      std::vector<int64_t> rooted = cls.members;
-      std::rotate(rooted.begin(), rooted.begin() + last_owner, rooted.end());
-      const int64_t q_bytes = plan.sparse.last_q * shapes.q_heads_local * model.head_dim * shapes.bytes_per_value;
-      estimate_bcast = std::max(estimate_bcast, network.broadcast_ns(rooted, q_bytes * plan.micro_batch_sequences));
-      const int64_t stats = plan.sparse.last_q * shapes.q_heads_local * 2 * 4 * plan.micro_batch_sequences;
-      const int64_t masses = n * shapes.q_heads_local * 4 * plan.micro_batch_sequences;
-      estimate_reduce = std::max(estimate_reduce, network.all_reduce_ns(cls.members, stats) +
-                                                      network.all_reduce_ns(cls.members, masses));
-    }
-  }
-  if (shuffle) result.notes.push_back("layout all-to-alls of Q, K, V in and of the output back (striped layout)");
-  SimNs ulysses_in = 0;
-  SimNs ulysses_out = 0;
-  if (plan.head_parallel > 1) {
-    const int64_t b = shapes.bytes_per_value;
-    const int64_t qkv_bytes = shapes.dense_tokens * (model.q_heads + 2 * model.kv_heads) * model.head_dim * b;
-    const int64_t out_bytes = shapes.dense_tokens * model.q_heads * model.head_dim * b;
-    for (int64_t d = 0; d < plan.data_parallel; ++d) {
-      for (int64_t p = 0; p < plan.context_parallel; ++p) {
-        const std::vector<int64_t> group = ulysses_group(plan, d, p);
-        ulysses_in = std::max(ulysses_in, network.all_to_all_ns(group, qkv_bytes));
-        ulysses_out = std::max(ulysses_out, network.all_to_all_ns(group, out_bytes));
-      }
-    }
-  }
-  const SimNs estimate_scores =
-      sparse ? gemm_time_ns(gemm, 2.0 * 2.0 * static_cast<double>(plan.sparse.last_q * shapes.attention_tokens *
-                                                                  shapes.q_heads_local * model.head_dim))
-             : 0;
-  // The sparse index of every ring step, built once per layer after the estimation.
-  const SimNs index_build =
-      sparse ? index_build_time_ns(options.roofline, shapes.q_heads_local * plan.micro_batch_sequences,
-                                   plan.layout.local_len())
-             : 0;
-  if (sparse) {
-    result.notes.push_back(str("index build: ", options.roofline.index_build_launch_us, " us + ",
-                               options.roofline.index_build_per_head_ktoken_us,
-                               " us per head and 1024 local tokens per layer (assumed from H200 measurements, "
-                               "not calibrated)"));
-  }
-  const SimNs qkv_fwd = gemm_time_ns(gemm, shapes.qkv_flops);
-  const SimNs out_fwd = gemm_time_ns(gemm, shapes.out_proj_flops);
-  const SimNs mlp_fwd = gemm_time_ns(gemm, shapes.mlp_flops);
-  const SimNs qkv_bwd = gemm_time_ns(gemm, 2.0 * shapes.qkv_flops);
-  const SimNs out_bwd = gemm_time_ns(gemm, 2.0 * shapes.out_proj_flops);
-  const SimNs mlp_bwd = gemm_time_ns(gemm, 2.0 * shapes.mlp_flops);
-
-  // The all-gather primitive: K/V of the whole group gathered before attention (again in
-  // backward, which then reduce-scatters dK/dV).
-  const bool all_gather = plan.comm == CommPrimitive::all_gather;
-  std::vector<SimNs> gather_ns(result.ring_classes.size(), 0);
-  std::vector<SimNs> scatter_ns(result.ring_classes.size(), 0);
-  if (all_gather) {
-    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
-      gather_ns[c] = network.all_gather_ns(result.ring_classes[c].members, shapes.kv_chunk_bytes * plan.context_parallel);
-      scatter_ns[c] = network.all_gather_ns(result.ring_classes[c].members, shapes.dkv_chunk_bytes * plan.context_parallel);
-    }
-    result.notes.push_back("comm all_gather: K/V all-gathered before attention (forward and backward), dK/dV reduce-scattered");
-  }
-
-  // Ring passes, layer by layer. The link inputs of each ring class are built once; only the
-  // kernel times change from layer to layer.
-  const int64_t heads_per_launch = work->heads_per_group * plan.micro_batch_sequences;
-  const auto ww = static_cast<size_t>(w);
-  std::vector<RingInput> class_inputs(result.ring_classes.size());
-  for (size_t c = 0; c < result.ring_classes.size(); ++c) {
-    const RingLinks& ring = links[class_links[c]];
-    RingInput& input = class_inputs[c];
-    input.kv_send_ns = ring.kv_send_ns;
-    input.dkv_hop_ns = ring.dkv_hop_ns;
-    input.dkv_send_ns = ring.dkv_send_ns;
-    input.dkv_level = ring.dkv_level;
-    input.route = options.accumulator_route;
-  }
-  std::vector<std::vector<SimNs>> per_rank_fwd(result.ring_classes.size(), std::vector<SimNs>(ww, 0));
-  std::vector<int64_t> exposed_steps(result.ring_classes.size(), 0);
-  double step_imbalance_sum = 0.0;
-  int64_t index_bytes = 0;
-  const int64_t q_blocks = ceil_div(plan.layout.local_len(), plan.sparse.block_q);
-  for (int64_t layer = 0; layer < model.layers; ++layer) {
-    LayerResult lr;
-    lr.layer = layer;
-    double layer_step_imbalance = 1.0;
-    for (size_t c = 0; c < result.ring_classes.size(); ++c) {
-      const RingClass& cls = result.ring_classes[c];
-      const WorkMatrix& matrix = work->at(layer, cls.head_group);
-      RingInput& input = class_inputs[c];
-      input.compute_ns.resize(ww * ww);
-      std::vector<SimNs> backward_compute(ww * ww);
-      for (int32_t p = 0; p < w; ++p) {
-        for (int32_t t = 0; t < w; ++t) {
-          const WorkCounts& cell = matrix.at(p, schedule.source(p, t));
-          const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
-          input.compute_ns[at] = kernel_time_ns(cost.forward, cell, heads_per_launch);
-          backward_compute[at] = kernel_time_ns(cost.backward, cell, heads_per_launch);
-          per_rank_fwd[c][static_cast<size_t>(p)] += input.compute_ns[at];
-        }
-      }
-      RingPassResult fwd;
-      fwd.layer = layer;
-      fwd.head_group = cls.head_group;
-      fwd.ring_class = static_cast<int32_t>(c);
-      fwd.run = all_gather ? simulate_all_gather_pass(w, input.compute_ns, gather_ns[c], 0)
-                           : simulate_ring(schedule, input, false);
-      fwd.metrics = ring_metrics(fwd.run, input.compute_ns);
-      if (options.keep_ring_records) fwd.compute_ns = input.compute_ns;
-      RingPassResult bwd;
-      bwd.layer = layer;
-      bwd.head_group = cls.head_group;
-      bwd.ring_class = static_cast<int32_t>(c);
-      bwd.backward = true;
-      input.compute_ns.swap(backward_compute);
-      bwd.run = all_gather ? simulate_all_gather_pass(w, input.compute_ns, gather_ns[c], scatter_ns[c])
-                           : simulate_ring(schedule, input, true);
-      bwd.metrics = ring_metrics(bwd.run, input.compute_ns);
-      if (options.keep_ring_records) bwd.compute_ns = input.compute_ns;
-      lr.attention_fwd_ns = std::max(lr.attention_fwd_ns, fwd.run.end_ns);
-      lr.attention_bwd_ns = std::max(lr.attention_bwd_ns, bwd.run.end_ns);
-      lr.worker_imbalance = std::max(lr.worker_imbalance, fwd.metrics.worker_imbalance);
-      layer_step_imbalance = std::max(layer_step_imbalance, fwd.metrics.mean_step_imbalance);
-      lr.exposed_share = std::max(lr.exposed_share, fwd.metrics.exposed_share);
-      lr.backward_exposed_share = std::max(lr.backward_exposed_share, bwd.metrics.exposed_share);
-      exposed_steps[c] += fwd.metrics.exposed_steps;
-      if (options.keep_ring_records) {
-        result.rings.push_back(std::move(fwd));
-        result.rings.push_back(std::move(bwd));
-      }
-    }
-    lr.step_imbalance = layer_step_imbalance;
-    step_imbalance_sum += layer_step_imbalance;
-    for (int64_t g = 0; g < plan.head_parallel; ++g) lr.work += work->at(layer, g).total();
-
-    // Phases.
-    const auto add = [](std::vector<LayerPhase>& phases, const char* name, SimNs ns, bool comm) {
-      if (ns > 0) phases.push_back(LayerPhase{name, ns, comm});
-    };
-    add(lr.forward, "qkv_proj", qkv_fwd, false);
-    add(lr.forward, "ulysses_a2a_in", ulysses_in, true);
-    add(lr.forward, "layout_a2a_in", shuffle_in, true);
-    add(lr.forward, "estimate_bcast", estimate_bcast, true);
-    add(lr.forward, "estimate_scores", estimate_scores, false);
-    add(lr.forward, "estimate_allreduce", estimate_reduce, true);
-    add(lr.forward, "index_build", index_build, false);
-    add(lr.forward, "attention_ring", lr.attention_fwd_ns, false);
-    add(lr.forward, "layout_a2a_out", shuffle_out, true);
-    add(lr.forward, "ulysses_a2a_out", ulysses_out, true);
-    add(lr.forward, "out_proj", out_fwd, false);
-    add(lr.forward, "mlp", mlp_fwd, false);
-    for (const LayerPhase& phase : lr.forward) lr.forward_ns += phase.duration_ns;
-    if (plan.recompute == RecomputeMode::full) add(lr.backward, "recompute_forward", lr.forward_ns, false);
-    add(lr.backward, "mlp_bwd", mlp_bwd, false);
-    add(lr.backward, "out_proj_bwd", out_bwd, false);
-    add(lr.backward, "ulysses_a2a_in", ulysses_out, true);
-    add(lr.backward, "layout_a2a_in", shuffle_out, true);
-    if (plan.recompute == RecomputeMode::selective) add(lr.backward, "attention_recompute", lr.attention_fwd_ns, false);
-    add(lr.backward, "attention_ring_bwd", lr.attention_bwd_ns, false);
-    add(lr.backward, "layout_a2a_out", shuffle_in, true);
-    add(lr.backward, "ulysses_a2a_out", ulysses_in, true);
-    add(lr.backward, "qkv_proj_bwd", qkv_bwd, false);
-    for (const LayerPhase& phase : lr.backward) lr.backward_ns += phase.duration_ns;
-    result.step.forward_ns += lr.forward_ns;
-    result.step.backward_ns += lr.backward_ns;
-    result.layers.push_back(std::move(lr));
-
-    // Sparse index kept from forward for backward: busiest rank.
-    if (sparse) {
-      int64_t worst = 0;
-      for (int64_t g = 0; g < plan.head_parallel; ++g) {
-        const WorkMatrix& matrix = work->at(layer, g);
-        for (int32_t p = 0; p < w; ++p) {
-          int64_t bytes = 0;
-          for (int32_t src = 0; src < w; ++src) bytes += index_bytes_of(matrix.at(p, src), heads_per_launch, q_blocks);
-          worst = std::max(worst, bytes);
-        }
-      }
-      index_bytes += worst;
-    }
-  }
-
-  // Whole-model figures.
-  for (size_t c = 0; c < result.ring_classes.size(); ++c) {
-    SimNs total = 0;
-    SimNs most = 0;
-    for (const SimNs v : per_rank_fwd[c]) {
-      total += v;
-      most = std::max(most, v);
-    }
-    const double mean = static_cast<double>(total) / static_cast<double>(w);
-    result.worker_imbalance = std::max(result.worker_imbalance, mean > 0.0 ? static_cast<double>(most) / mean : 1.0);
-    if (w > 1) {
-      const double share = static_cast<double>(exposed_steps[c]) /
-                           (static_cast<double>(model.layers) * static_cast<double>(w) * static_cast<double>(w - 1));
-      result.exposed_share = std::max(result.exposed_share, share);
-    }
-  }
-  result.step_imbalance = step_imbalance_sum / static_cast<double>(model.layers);
-
-  // LM head, gradient synchronisation, optimizer.
-  result.step.lm_head_ns = gemm_time_ns(gemm, shapes.lm_head_flops) + gemm_time_ns(gemm, 2.0 * shapes.lm_head_flops);
-  std::vector<int64_t> world(static_cast<size_t>(plan.world_size()));
-  for (size_t r = 0; r < world.size(); ++r) world[r] = static_cast<int64_t>(r);
-  const int64_t grad_bytes = model.parameter_count() * model.bytes_per_param;
-  result.step.grad_sync_ns = network.all_reduce_ns(world, grad_bytes);
-  if (plan.zero_stage >= 3 && plan.world_size() > 1) {
-    result.step.grad_sync_ns += 2 * network.all_gather_ns(world, grad_bytes);
-    result.notes.push_back("ZeRO-3: parameters all-gathered for forward and backward (counted with gradient sync)");
-  }
-  SimNs exposed = result.step.grad_sync_ns;
-  if (options.overlap_grad_sync && model.layers > 0) {
-    const SimNs window = result.step.backward_ns - result.layers.front().backward_ns;
-    exposed = std::max(result.step.grad_sync_ns - window, result.step.grad_sync_ns / model.layers);
-    exposed = std::max<SimNs>(exposed, 0);
-  }
-  result.step.grad_sync_exposed_ns = exposed;
-  const int64_t shard = plan.zero_stage >= 1 ? plan.world_size() : 1;
-  const double optimizer_bytes = 36.0 * static_cast<double>(model.parameter_count()) / static_cast<double>(shard);
-  require(gpu.memory_bandwidth_gbytes_per_s > 0.0, "GPU '", gpu.name, "' has no memory_bandwidth_gbytes_per_s");
-  result.step.optimizer_ns = round_to_ns(optimizer_bytes / gpu.memory_bandwidth_gbytes_per_s);
-  result.step.forward_ns += gemm_time_ns(gemm, shapes.lm_head_flops);
-  result.step.backward_ns += gemm_time_ns(gemm, 2.0 * shapes.lm_head_flops);
-  result.step.step_ns =
-      result.step.forward_ns + result.step.backward_ns + result.step.grad_sync_exposed_ns + result.step.optimizer_ns;
-  result.step.tokens_per_step = plan.data_parallel * plan.micro_batch_sequences * n;
-  result.step.tokens_per_s = result.step.step_ns > 0 ? static_cast<double>(result.step.tokens_per_step) /
-                                                           (static_cast<double>(result.step.step_ns) * 1e-9)
-                                                     : 0.0;
-
-  result.memory = estimate_memory(plan, model, gpu, shapes, index_bytes);
-  if (!result.memory.fits) result.notes.push_back(str("does not fit: ", result.memory.reason));
-  result.work_cache_hits = context.work_cache_hits();
-  return result;
+  return StepSimulation(context, plan, model, cluster, trace, options).run();
 }
 
 }  // namespace sparsering

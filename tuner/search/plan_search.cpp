@@ -1,9 +1,12 @@
+// The plan search (tuner/search/plan_search.hpp): bound, prune, simulate and rank the candidates.
+// Tested in tests/tuner_search/plan_search_test.cpp.
 #include "tuner/search/plan_search.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <thread>
 #include <tuple>
@@ -69,16 +72,122 @@ std::string ms(double value) {
   return fixed(value, a >= 100.0 ? 1 : a >= 10.0 ? 2 : 3);
 }
 
-}  // namespace
-
-std::string_view to_string(Objective objective) {
-  return objective == Objective::step_time ? "step-time" : "tokens-per-s";
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster, const Trace& trace,
-                          int64_t seq_len_tokens, const SearchSpaceOptions& space_options, const PlanTemplate& tmpl,
-                          const SearchOptions& options) {
-  const auto started = std::chrono::steady_clock::now();
+std::string gib(int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 2); }
+
+/// One search_plans() call, phase by phase (the steps of tuner/search/plan_search.hpp): run()
+/// calls the phases in the order they are declared, each reading what the earlier ones left.
+class PlanSearch {
+ public:
+  PlanSearch(const ModelConfig& model, const ClusterConfig& cluster, const Trace& trace, int64_t seq_len_tokens,
+             const SearchSpaceOptions& space_options, const PlanTemplate& tmpl, const SearchOptions& options)
+      : started_(std::chrono::steady_clock::now()),
+        model_(model),
+        cluster_(cluster),
+        trace_(trace),
+        seq_len_tokens_(seq_len_tokens),
+        space_options_(space_options),
+        template_(tmpl),
+        options_(options) {}
+
+  /// Every phase in order; the result of search_plans().
+  SearchResult run() {
+    check_options();
+    enumerate_candidates();
+    bound_and_prune();
+    simulate_survivors();
+    rank_and_explain();
+    state_guarantee();
+    result_.stats.seconds = seconds_since(started_);
+    return std::move(result_);
+  }
+
+ private:
+  /// Checks the options, and sets the memory cap (bytes) and the thread count.
+  void check_options();
+  /// The recall-selected patterns for the bounds, and the space of candidates.
+  void enumerate_candidates();
+  /// Memory bound of every candidate (dropped above the cap), then the coarse step bound of the
+  /// rest into the queue. Throws InputError when no candidate fits.
+  void bound_and_prune();
+  /// Rounds of simulations until the queue is empty or its head cannot beat the K-th best.
+  void simulate_survivors();
+  /// Takes the next round's candidates off the queue, refining bounds on the way; `fresh` gets
+  /// the geometries first counted in the round. False when the queue holds nothing more to simulate.
+  bool next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
+  /// Simulates a round (one candidate per fresh geometry first) and updates the best K.
+  void simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
+  /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
+  /// distinct indices.
+  void evaluate(int64_t index);
+  /// Re-simulates the best K (and the runner-up) with ring records; ranks and explains them.
+  void rank_and_explain();
+  /// What the search proved, in one sentence.
+  void state_guarantee();
+
+  /// Objective cost of a step of `step_ns` for candidate `c`: step ns, or step ns per token.
+  double cost_of(SimNs step_ns, const Candidate& c) const;
+  /// Cost of the K-th best plan so far (0 while fewer than K).
+  double kth_cost() const;
+  /// Whether a candidate with cost bound `bound` can no longer enter the best K.
+  bool beaten(double bound) const;
+  /// Estimated bytes of the counted work of geometry `g` (W^2 cells x layers x head groups).
+  int64_t work_set_bytes(int32_t g) const;
+
+  const std::chrono::steady_clock::time_point started_;
+  const ModelConfig& model_;
+  const ClusterConfig& cluster_;
+  const Trace& trace_;
+  const int64_t seq_len_tokens_;
+  const SearchSpaceOptions& space_options_;
+  const PlanTemplate& template_;
+  const SearchOptions& options_;
+
+  SearchResult result_;
+  int64_t cap_bytes_ = 0;
+  int threads_ = 1;
+  PatternSet patterns_;
+  std::optional<StepLowerBound> bound_;
+  std::priority_queue<QueueEntry, std::vector<QueueEntry>, LaterEntry> queue_;
+
+  SimulationContext context_;
+  SimulationOptions sim_;
+  std::vector<Outcome> outcomes_;                 // per candidate
+  std::vector<char> simulated_;                   // per candidate
+  std::vector<char> counted_;                     // per geometry: its work set is in the context
+  std::vector<std::pair<double, int64_t>> best_;  // the best K feasible (cost, index), ascending
+  int64_t cached_bytes_ = 0;                      // estimated bytes of the counted work sets
+  double lowest_open_ = 0.0;                      // lowest bound left in the queue (0 = none)
+};
+
+double PlanSearch::cost_of(SimNs step_ns, const Candidate& c) const {
+  if (options_.objective == Objective::step_time) return static_cast<double>(step_ns);
+  const ParallelDegrees& g = result_.space.degrees_of(c);
+  return static_cast<double>(step_ns) /
+         static_cast<double>(g.data_parallel * template_.micro_batch_sequences * seq_len_tokens_);
+}
+
+double PlanSearch::kth_cost() const {
+  return best_.size() < static_cast<size_t>(options_.top) ? 0.0 : best_.back().first;
+}
+
+bool PlanSearch::beaten(double b) const {
+  if (best_.size() < static_cast<size_t>(options_.top)) return false;
+  return options_.gap == 0.0 ? b > kth_cost() : b * (1.0 + options_.gap) > kth_cost();
+}
+
+int64_t PlanSearch::work_set_bytes(int32_t g) const {
+  const SearchSpace& space = result_.space;
+  const ParallelDegrees& d = space.degrees[static_cast<size_t>(space.geometries[static_cast<size_t>(g)].degrees)];
+  return d.context_parallel * d.context_parallel * static_cast<int64_t>(sizeof(WorkCounts)) * model_.layers *
+         d.head_parallel;
+}
+
+void PlanSearch::check_options() {
+  const SearchOptions& options = options_;
   require(options.top >= 1, "--top must be >= 1, got ", options.top);
   require(options.memory_cap_gib >= 0.0 && std::isfinite(options.memory_cap_gib),
           "--memory-cap-gib must be a positive number of GiB, got ", options.memory_cap_gib);
@@ -86,216 +195,214 @@ SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster
   require(options.round_candidates >= 1 && options.round_work_sets >= 1, "search rounds need >= 1 candidate and work set");
   require(options.max_work_sets >= 0, "the work-set budget must be >= 0, got ", options.max_work_sets);
   require(options.max_simulated_ring >= 0, "the largest simulated ring must be >= 0, got ", options.max_simulated_ring);
-  require(tmpl.micro_batch_sequences >= 1, "micro batch must be >= 1 sequence");
-  const GpuConfig& gpu = cluster.gpu_config;
-  require(!gpu.name.empty(), "cluster '", cluster.name, "' has no loaded GPU config (gpu: ", cluster.gpu, ")");
+  require(template_.micro_batch_sequences >= 1, "micro batch must be >= 1 sequence");
+  const GpuConfig& gpu = cluster_.gpu_config;
+  require(!gpu.name.empty(), "cluster '", cluster_.name, "' has no loaded GPU config (gpu: ", cluster_.gpu, ")");
   const int64_t gpu_bytes = gpu.memory_bytes();
-  int64_t cap_bytes = gpu_bytes;
+  cap_bytes_ = gpu_bytes;
   if (options.memory_cap_gib > 0.0) {
-    cap_bytes = std::min<int64_t>(gpu_bytes, static_cast<int64_t>(options.memory_cap_gib * kGiB));
+    cap_bytes_ = std::min<int64_t>(gpu_bytes, static_cast<int64_t>(options.memory_cap_gib * kGiB));
   }
-  const int threads = options.threads > 0 ? options.threads
-                                          : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  threads_ = options.threads > 0 ? options.threads
+                                 : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+}
 
-  const PatternSet patterns = normalized_patterns(trace, model, seq_len_tokens, options.trace_sample, tmpl.sparse);
-  SearchResult result;
-  result.space = enumerate_search_space(model, cluster, seq_len_tokens, space_options);
-  const SearchSpace& space = result.space;
-  SearchStats& stats = result.stats;
-  const auto count = static_cast<int64_t>(space.candidates.size());
-  stats.candidates = count;
-  stats.geometries = static_cast<int64_t>(space.geometries.size());
+void PlanSearch::enumerate_candidates() {
+  patterns_ = normalized_patterns(trace_, model_, seq_len_tokens_, options_.trace_sample, template_.sparse);
+  result_.space = enumerate_search_space(model_, cluster_, seq_len_tokens_, space_options_);
+  result_.stats.candidates = static_cast<int64_t>(result_.space.candidates.size());
+  result_.stats.geometries = static_cast<int64_t>(result_.space.geometries.size());
+}
 
-  const auto cost_of = [&](SimNs step_ns, const Candidate& c) {
-    if (options.objective == Objective::step_time) return static_cast<double>(step_ns);
-    const ParallelDegrees& g = space.degrees_of(c);
-    return static_cast<double>(step_ns) /
-           static_cast<double>(g.data_parallel * tmpl.micro_batch_sequences * seq_len_tokens);
-  };
-
-  // 1. Memory bounds, then the coarse step bounds.
-  StepLowerBound bound(model, cluster, space, patterns, tmpl, options.simulation);
-  std::priority_queue<QueueEntry, std::vector<QueueEntry>, LaterEntry> queue;
+void PlanSearch::bound_and_prune() {
+  const SearchSpace& space = result_.space;
+  SearchStats& stats = result_.stats;
+  const int64_t count = stats.candidates;
+  bound_.emplace(model_, cluster_, space, patterns_, template_, options_.simulation);
   int64_t least_memory = std::numeric_limits<int64_t>::max();
   int64_t least_memory_candidate = 0;
   for (int64_t i = 0; i < count; ++i) {
     const Candidate& c = space.candidates[static_cast<size_t>(i)];
-    if (!options.prune) {
-      queue.push(QueueEntry{0.0, i, 2});
+    if (!options_.prune) {
+      queue_.push(QueueEntry{0.0, i, 2});
       continue;
     }
-    const int64_t memory = bound.memory_bytes(c);
+    const int64_t memory = bound_->memory_bytes(c);
     if (memory < least_memory) {
       least_memory = memory;
       least_memory_candidate = i;
     }
-    if (memory > cap_bytes) {
+    if (memory > cap_bytes_) {
       ++stats.memory_pruned;
       continue;
     }
-    queue.push(QueueEntry{cost_of(bound.step_ns(c), c), i, 0});
+    queue_.push(QueueEntry{cost_of(bound_->step_ns(c), c), i, 0});
   }
-  const auto gib = [](int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 2); };
-  require(!queue.empty(), "no plan fits in ", gib(cap_bytes), " GiB per GPU",
-          options.memory_cap_gib > 0.0 ? " (--memory-cap-gib)" : str(" (", gpu.name, ")"), ": the smallest plan (",
+  require(!queue_.empty(), "no plan fits in ", gib(cap_bytes_), " GiB per GPU",
+          options_.memory_cap_gib > 0.0 ? " (--memory-cap-gib)" : str(" (", cluster_.gpu_config.name, ")"),
+          ": the smallest plan (",
           describe_candidate(space, space.candidates[static_cast<size_t>(least_memory_candidate)]), ") needs at least ",
           gib(least_memory), " GiB");
+  stats.bound_seconds = seconds_since(started_);
+}
 
-  const auto seconds_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  stats.bound_seconds = seconds_since(started);
+void PlanSearch::evaluate(int64_t index) {
+  const SearchSpace& space = result_.space;
+  const Candidate& c = space.candidates[static_cast<size_t>(index)];
+  const PlanConfig plan = make_candidate_plan(space, c, template_);
+  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, sim_);
+  Outcome& o = outcomes_[static_cast<size_t>(index)];
+  o.cost = cost_of(r.step.step_ns, c);
+  o.peak_bytes = r.memory.peak_bytes;
+  o.fits = r.memory.peak_bytes <= cap_bytes_;
+}
 
-  // 2. Rounds of simulations.
-  SimulationContext context;
-  SimulationOptions sim = options.simulation;
-  sim.trace_sample = options.trace_sample;
-  sim.trace_key = "tuner-search";
-  sim.keep_ring_records = false;
-  std::vector<Outcome> outcomes(static_cast<size_t>(count));
-  std::vector<char> simulated(static_cast<size_t>(count), 0);
-  std::vector<char> counted(space.geometries.size(), 0);
-  std::vector<std::pair<double, int64_t>> best;  // the best K feasible (cost, index), ascending
-  const auto kth_cost = [&] { return best.size() < static_cast<size_t>(options.top) ? 0.0 : best.back().first; };
-  const auto beaten = [&](double b) {
-    if (best.size() < static_cast<size_t>(options.top)) return false;
-    return options.gap == 0.0 ? b > kth_cost() : b * (1.0 + options.gap) > kth_cost();
-  };
-  const auto evaluate = [&](int64_t index) {
-    const Candidate& c = space.candidates[static_cast<size_t>(index)];
-    const PlanConfig plan = make_candidate_plan(space, c, tmpl);
-    const SimulationResult r = simulate(context, plan, model, cluster, &trace, sim);
-    Outcome& o = outcomes[static_cast<size_t>(index)];
-    o.cost = cost_of(r.step.step_ns, c);
-    o.peak_bytes = r.memory.peak_bytes;
-    o.fits = r.memory.peak_bytes <= cap_bytes;
-  };
-
-  const auto work_set_bytes = [&](int32_t g) {
-    const ParallelDegrees& d = space.degrees[static_cast<size_t>(space.geometries[static_cast<size_t>(g)].degrees)];
-    return d.context_parallel * d.context_parallel * static_cast<int64_t>(sizeof(WorkCounts)) * model.layers *
-           d.head_parallel;
-  };
-  int64_t cached_bytes = 0;
-
+void PlanSearch::simulate_survivors() {
+  const auto count = static_cast<size_t>(result_.stats.candidates);
+  SearchStats& stats = result_.stats;
+  sim_ = options_.simulation;
+  sim_.trace_sample = options_.trace_sample;
+  sim_.trace_key = "tuner-search";
+  sim_.keep_ring_records = false;
+  outcomes_.assign(count, Outcome{});
+  simulated_.assign(count, 0);
+  counted_.assign(result_.space.geometries.size(), 0);
   while (true) {
     std::vector<int64_t> batch;
     std::vector<int32_t> fresh;  // geometries first simulated in this round
-    while (!queue.empty() && static_cast<int64_t>(batch.size()) < options.round_candidates) {
-      QueueEntry entry = queue.top();
-      if (options.prune && beaten(entry.bound)) break;
-      const Candidate& c = space.candidates[static_cast<size_t>(entry.index)];
-      const int32_t g = c.geometry;
-      // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
-      // a new work set would be counted, the strong cell bound and the ring bound.
-      const bool too_large = options.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options.max_simulated_ring;
-      const bool strong_level = entry.level == 1 && !counted[static_cast<size_t>(g)] && !too_large;
-      if (entry.level == 0 || strong_level) {
-        queue.pop();
-        const auto t0 = std::chrono::steady_clock::now();
-        const int strength = strong_level ? 2 : 1;
-        if (bound.refined(g) < strength) {
-          bound.refine(g, threads, strength);
-          ++stats.refined;
-        }
-        if (strong_level && bound.ring_bound_applies(c) && !bound.ring_refined(c)) {
-          bound.refine_ring(c, threads);
-          ++stats.ring_refined;
-        }
-        stats.refine_seconds += seconds_since(t0);
-        entry.bound = cost_of(bound.step_ns(c), c);
-        entry.level = strength;
-        queue.push(entry);
-        continue;
-      }
-      if (too_large || (!counted[static_cast<size_t>(g)] && std::find(fresh.begin(), fresh.end(), g) == fresh.end())) {
-        if (too_large ||
-            (options.max_work_sets > 0 && stats.work_sets + static_cast<int64_t>(fresh.size()) >= options.max_work_sets)) {
-          queue.pop();
-          if (stats.budget_skipped == 0 || entry.bound < stats.skipped_best_bound) stats.skipped_best_bound = entry.bound;
-          ++stats.budget_skipped;
-          continue;
-        }
-        if (static_cast<int64_t>(fresh.size()) >= options.round_work_sets) break;
-        fresh.push_back(g);
-      }
-      queue.pop();
-      batch.push_back(entry.index);
-    }
-    if (batch.empty()) break;
-    ++stats.rounds;
-    int64_t fresh_bytes = 0;
-    for (const int32_t g : fresh) fresh_bytes += work_set_bytes(g);
-    if (cached_bytes > 0 && cached_bytes + fresh_bytes > options.work_set_cache_bytes) {
-      // Keep memory bounded: drop every counted work set; later rounds count again what they need.
-      context.clear();
-      std::fill(counted.begin(), counted.end(), 0);
-      cached_bytes = 0;
-      for (const int64_t index : batch) {
-        const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
-        if (std::find(fresh.begin(), fresh.end(), g) == fresh.end()) {
-          fresh.push_back(g);
-          fresh_bytes += work_set_bytes(g);
-        }
-      }
-    }
-    cached_bytes += fresh_bytes;
-    // One candidate per new geometry first, so the simulator counts each work set once.
-    std::vector<int64_t> first;
-    std::vector<int64_t> rest;
-    for (const int64_t index : batch) {
-      const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
-      const bool is_fresh = std::find(fresh.begin(), fresh.end(), g) != fresh.end();
-      const bool seen = std::any_of(first.begin(), first.end(), [&](int64_t other) {
-        return space.candidates[static_cast<size_t>(other)].geometry == g;
-      });
-      (is_fresh && !seen ? first : rest).push_back(index);
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    parallel_for(static_cast<int64_t>(first.size()), threads, [&](int64_t k) { evaluate(first[static_cast<size_t>(k)]); });
-    parallel_for(static_cast<int64_t>(rest.size()), threads, [&](int64_t k) { evaluate(rest[static_cast<size_t>(k)]); });
-    stats.simulate_seconds += seconds_since(t0);
-    for (const int32_t g : fresh) counted[static_cast<size_t>(g)] = 1;
-    stats.work_sets += static_cast<int64_t>(fresh.size());
-    for (const int64_t index : batch) {
-      simulated[static_cast<size_t>(index)] = 1;
-      ++stats.simulated;
-      const Outcome& o = outcomes[static_cast<size_t>(index)];
-      if (!o.fits) {
-        ++stats.over_cap;
-        continue;
-      }
-      best.emplace_back(o.cost, index);
-      std::sort(best.begin(), best.end());
-      if (best.size() > static_cast<size_t>(options.top)) best.pop_back();
-    }
-    if (options.progress) {
+    if (!next_round(batch, fresh)) break;
+    simulate_round(batch, fresh);
+    if (options_.progress) {
       SearchProgress p;
-      p.candidates = count;
+      p.candidates = stats.candidates;
       p.simulated = stats.simulated;
       p.settled = stats.simulated + stats.memory_pruned + stats.budget_skipped;
       p.work_sets = stats.work_sets;
-      p.best_cost = best.empty() ? 0.0 : best.front().first;
-      options.progress(p);
+      p.best_cost = best_.empty() ? 0.0 : best_.front().first;
+      options_.progress(p);
     }
   }
-  const double lowest_open = queue.empty() ? 0.0 : queue.top().bound;
-  stats.bound_pruned = static_cast<int64_t>(queue.size());
+  lowest_open_ = queue_.empty() ? 0.0 : queue_.top().bound;
+  stats.bound_pruned = static_cast<int64_t>(queue_.size());
+}
 
-  // 3. Ranking: re-simulate the best K (and the runner-up) with ring records for the figures.
+bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
+  const SearchSpace& space = result_.space;
+  SearchStats& stats = result_.stats;
+  StepLowerBound& bound = *bound_;
+  while (!queue_.empty() && static_cast<int64_t>(batch.size()) < options_.round_candidates) {
+    QueueEntry entry = queue_.top();
+    if (options_.prune && beaten(entry.bound)) break;
+    const Candidate& c = space.candidates[static_cast<size_t>(entry.index)];
+    const int32_t g = c.geometry;
+    // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
+    // a new work set would be counted, the strong cell bound and the ring bound.
+    const bool too_large =
+        options_.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options_.max_simulated_ring;
+    const bool strong_level = entry.level == 1 && !counted_[static_cast<size_t>(g)] && !too_large;
+    if (entry.level == 0 || strong_level) {
+      queue_.pop();
+      const auto t0 = std::chrono::steady_clock::now();
+      const int strength = strong_level ? 2 : 1;
+      if (bound.refined(g) < strength) {
+        bound.refine(g, threads_, strength);
+        ++stats.refined;
+      }
+      if (strong_level && bound.ring_bound_applies(c) && !bound.ring_refined(c)) {
+        bound.refine_ring(c, threads_);
+        ++stats.ring_refined;
+      }
+      stats.refine_seconds += seconds_since(t0);
+      entry.bound = cost_of(bound.step_ns(c), c);
+      entry.level = strength;
+      queue_.push(entry);
+      continue;
+    }
+    if (too_large || (!counted_[static_cast<size_t>(g)] && std::find(fresh.begin(), fresh.end(), g) == fresh.end())) {
+      if (too_large ||
+          (options_.max_work_sets > 0 && stats.work_sets + static_cast<int64_t>(fresh.size()) >= options_.max_work_sets)) {
+        queue_.pop();
+        if (stats.budget_skipped == 0 || entry.bound < stats.skipped_best_bound) stats.skipped_best_bound = entry.bound;
+        ++stats.budget_skipped;
+        continue;
+      }
+      if (static_cast<int64_t>(fresh.size()) >= options_.round_work_sets) break;
+      fresh.push_back(g);
+    }
+    queue_.pop();
+    batch.push_back(entry.index);
+  }
+  return !batch.empty();
+}
+
+void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
+  const SearchSpace& space = result_.space;
+  SearchStats& stats = result_.stats;
+  ++stats.rounds;
+  int64_t fresh_bytes = 0;
+  for (const int32_t g : fresh) fresh_bytes += work_set_bytes(g);
+  if (cached_bytes_ > 0 && cached_bytes_ + fresh_bytes > options_.work_set_cache_bytes) {
+    // Keep memory bounded: drop every counted work set; later rounds count again what they need.
+    context_.clear();
+    std::fill(counted_.begin(), counted_.end(), 0);
+    cached_bytes_ = 0;
+    for (const int64_t index : batch) {
+      const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
+      if (std::find(fresh.begin(), fresh.end(), g) == fresh.end()) {
+        fresh.push_back(g);
+        fresh_bytes += work_set_bytes(g);
+      }
+    }
+  }
+  cached_bytes_ += fresh_bytes;
+  // One candidate per new geometry first, so the simulator counts each work set once.
+  std::vector<int64_t> first;
+  std::vector<int64_t> rest;
+  for (const int64_t index : batch) {
+    const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
+    const bool is_fresh = std::find(fresh.begin(), fresh.end(), g) != fresh.end();
+    const bool seen = std::any_of(first.begin(), first.end(), [&](int64_t other) {
+      return space.candidates[static_cast<size_t>(other)].geometry == g;
+    });
+    (is_fresh && !seen ? first : rest).push_back(index);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  parallel_for(static_cast<int64_t>(first.size()), threads_, [&](int64_t k) { evaluate(first[static_cast<size_t>(k)]); });
+  parallel_for(static_cast<int64_t>(rest.size()), threads_, [&](int64_t k) { evaluate(rest[static_cast<size_t>(k)]); });
+  stats.simulate_seconds += seconds_since(t0);
+  for (const int32_t g : fresh) counted_[static_cast<size_t>(g)] = 1;
+  stats.work_sets += static_cast<int64_t>(fresh.size());
+  for (const int64_t index : batch) {
+    simulated_[static_cast<size_t>(index)] = 1;
+    ++stats.simulated;
+    const Outcome& o = outcomes_[static_cast<size_t>(index)];
+    if (!o.fits) {
+      ++stats.over_cap;
+      continue;
+    }
+    best_.emplace_back(o.cost, index);
+    std::sort(best_.begin(), best_.end());
+    if (best_.size() > static_cast<size_t>(options_.top)) best_.pop_back();
+  }
+}
+
+void PlanSearch::rank_and_explain() {
+  const SearchSpace& space = result_.space;
+  SearchResult& result = result_;
+  const int64_t count = result.stats.candidates;
   std::vector<std::pair<double, int64_t>> feasible;
   int64_t least_simulated = std::numeric_limits<int64_t>::max();
   for (int64_t i = 0; i < count; ++i) {
-    if (!simulated[static_cast<size_t>(i)]) continue;
-    const Outcome& o = outcomes[static_cast<size_t>(i)];
+    if (!simulated_[static_cast<size_t>(i)]) continue;
+    const Outcome& o = outcomes_[static_cast<size_t>(i)];
     least_simulated = std::min(least_simulated, o.peak_bytes);
     if (o.fits) feasible.emplace_back(o.cost, i);
   }
-  require(!feasible.empty(), "no simulated plan fits in ", gib(cap_bytes),
+  require(!feasible.empty(), "no simulated plan fits in ", gib(cap_bytes_),
           " GiB per GPU: the smallest needs ", gib(least_simulated), " GiB");
   std::sort(feasible.begin(), feasible.end());
   std::vector<int64_t> chosen;
-  for (size_t k = 0; k < feasible.size() && k < static_cast<size_t>(options.top); ++k) chosen.push_back(feasible[k].second);
+  for (size_t k = 0; k < feasible.size() && k < static_cast<size_t>(options_.top); ++k) chosen.push_back(feasible[k].second);
   int64_t runner = -1;
   for (const auto& [c, index] : feasible) {
     if (c > feasible.front().first) {
@@ -308,20 +415,20 @@ SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster
   if (runner >= 0 && std::find(chosen.begin(), chosen.end(), runner) == chosen.end()) detail.push_back(runner);
   std::vector<RankedPlan> plans(detail.size());
   const auto ranking_started = std::chrono::steady_clock::now();
-  SimulationOptions records = sim;
+  SimulationOptions records = sim_;
   records.keep_ring_records = true;
-  parallel_for(static_cast<int64_t>(detail.size()), threads, [&](int64_t k) {
+  parallel_for(static_cast<int64_t>(detail.size()), threads_, [&](int64_t k) {
     RankedPlan& r = plans[static_cast<size_t>(k)];
     r.candidate = detail[static_cast<size_t>(k)];
     const Candidate& c = space.candidates[static_cast<size_t>(r.candidate)];
-    r.plan = make_candidate_plan(space, c, tmpl);
-    const SimulationResult sr = simulate(context, r.plan, model, cluster, &trace, records);
+    r.plan = make_candidate_plan(space, c, template_);
+    const SimulationResult sr = simulate(context_, r.plan, model_, cluster_, &trace_, records);
     r.cost = cost_of(sr.step.step_ns, c);
     r.figures = plan_figures(sr, c.recompute);
     r.plan.prediction = sr.prediction(kVersion);
     r.notes = sr.notes;
   });
-  stats.simulate_seconds += seconds_since(ranking_started);
+  result.stats.simulate_seconds += seconds_since(ranking_started);
   for (size_t k = 0; k < chosen.size(); ++k) result.ranked.push_back(plans[k]);
   if (runner >= 0) {
     result.has_runner_up = true;
@@ -332,8 +439,14 @@ SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster
   } else {
     result.explanation = "every simulated plan ties with the winner; it comes first by enumeration order";
   }
+}
 
-  // 4. What the search proved.
+void PlanSearch::state_guarantee() {
+  const SearchOptions& options = options_;
+  const SearchStats& stats = result_.stats;
+  const int64_t count = stats.candidates;
+  const double lowest_open = lowest_open_;
+  SearchResult& result = result_;
   const double winner = result.ranked.front().cost;
   const auto against = [&](double b) { return winner > 0.0 ? b / winner : 1.0; };
   if (!options.prune) {
@@ -359,8 +472,18 @@ SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster
                                                                              " of the winner's cost)") : "",
                            ", so the ranking is optimal over the whole space");
   }
-  stats.seconds = seconds_since(started);
-  return result;
+}
+
+}  // namespace
+
+std::string_view to_string(Objective objective) {
+  return objective == Objective::step_time ? "step-time" : "tokens-per-s";
+}
+
+SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster, const Trace& trace,
+                          int64_t seq_len_tokens, const SearchSpaceOptions& space_options, const PlanTemplate& tmpl,
+                          const SearchOptions& options) {
+  return PlanSearch(model, cluster, trace, seq_len_tokens, space_options, tmpl, options).run();
 }
 
 std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, const RankedPlan& runner_up) {

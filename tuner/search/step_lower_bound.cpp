@@ -1,3 +1,5 @@
+// Lower bounds of the simulator's step time and memory for the tuner's candidates
+// (tuner/search/step_lower_bound.hpp). Tested in tests/tuner_search/step_lower_bound_test.cpp.
 #include "tuner/search/step_lower_bound.hpp"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include "sim/memory/memory_model.hpp"
 #include "core/ring_schedule.hpp"
 #include "sim/network/link_model.hpp"
+#include "sim/network/nic_contention.hpp"
 #include "sim/ring/ring_simulation.hpp"
 #include "sim/step/layer_shapes.hpp"
 #include "tuner/search/parallel_for.hpp"
@@ -149,7 +152,8 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
     }
     for (const RingHierarchy& hierarchy : order.hierarchies) {
       // Every hop at its link's bandwidth shared among the ring hops that leave (enter) its node
-      // over the same fabric at once, as the simulator shares NICs; the fastest over the rings.
+      // over the same fabric at once, counted by the simulator's own NicContention so the shares
+      // match exactly; the fastest over the rings.
       const auto nl = static_cast<size_t>(hierarchy.levels.size());
       std::vector<int64_t> strides(nl, 1);
       for (size_t k = 1; k < nl; ++k) strides[k] = strides[k - 1] * hierarchy.levels[k - 1].size;
@@ -158,18 +162,13 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
         const int64_t digit = (p / strides[k]) % size;
         return p + (((digit + 1) % size) - digit) * strides[k];
       };
-      std::map<std::pair<int64_t, int32_t>, int64_t> leaving;  // (node, fabric level) -> flows
-      std::map<std::pair<int64_t, int32_t>, int64_t> entering;
+      NicContention nics(network_);
       for (int64_t r = 0; r < rings; ++r) {
         for (size_t k = 0; k < nl; ++k) {
           if (hierarchy.levels[k].size == 1) continue;
           for (int64_t p = 0; p < w; ++p) {
-            const int64_t a = order.ring_order[static_cast<size_t>(r * w + p)];
-            const int64_t b = order.ring_order[static_cast<size_t>(r * w + next_of(p, k))];
-            const int32_t fabric = network_.link_level(a, b);
-            if (fabric == 0) continue;
-            ++leaving[{network_.node_of(a), fabric}];
-            ++entering[{network_.node_of(b), fabric}];
+            nics.add_hop(order.ring_order[static_cast<size_t>(r * w + p)],
+                         order.ring_order[static_cast<size_t>(r * w + next_of(p, k))]);
           }
         }
       }
@@ -185,13 +184,8 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
           for (int64_t r = 0; r < rings; ++r) {
             const int64_t a = order.ring_order[static_cast<size_t>(r * w + p)];
             const int64_t b = order.ring_order[static_cast<size_t>(r * w + next_of(p, k))];
-            const int32_t fabric = network_.link_level(a, b);
-            const LinkModel& link = network_.level_link(fabric);
-            double share = 1.0;
-            if (fabric > 0) {
-              share = std::min(nic_share(leaving[{network_.node_of(a), fabric}], link.nics_per_node),
-                               nic_share(entering[{network_.node_of(b), fabric}], link.nics_per_node));
-            }
+            const LinkModel& link = network_.link(a, b);
+            const double share = nics.share(a, b);
             hop = std::min(hop, transfer_time_ns(link, s.kv_chunk_bytes, share));
             dkv_hop = std::min(dkv_hop, transfer_time_ns(link, s.dkv_chunk_bytes, share));
           }

@@ -1,5 +1,5 @@
 """Finds and loads libsparsering_kernels.so: the path in SPARSERING_KERNELS_LIB, else the newest
-build of the source tree this package sits in (build*/kernels/cuda/). Covered by
+build of the source tree this package sits in (build*/kernels/cuda/ or build*/*/kernels/cuda/). Covered by
 tests/python/op_cpu_test.py (error message) and tests/python/gpu_test.py.
 """
 from __future__ import annotations
@@ -29,9 +29,11 @@ def kernels_library_path() -> str:
             raise KernelsLibraryMissing(f"{ENV_VAR}={path} does not name a file")
         return path
     root = source_root()
-    found = glob.glob(os.path.join(root, "build*", "kernels", "cuda", "libsparsering_kernels.so")) if root else []
+    found = [path for pattern in ("build*/kernels/cuda/libsparsering_kernels.so",
+                                  "build*/*/kernels/cuda/libsparsering_kernels.so")
+             for path in glob.glob(os.path.join(root, pattern))] if root else []
     if not found:
-        where = f"{root}/build*/kernels/cuda/" if root else "(no source tree around the installed package)"
+        where = f"{root}/build*/[*/]kernels/cuda/" if root else "(no source tree around the installed package)"
         raise KernelsLibraryMissing(
             f"libsparsering_kernels.so not found: set {ENV_VAR} or build the target sparsering_kernels_capi "
             f"(cmake -DSPARSERING_CUDA=ON; looked in {where}); CUDA tensors need it, CPU tensors run the torch path")

@@ -72,7 +72,7 @@ class _CudaArray:
 
     def __init__(self, pointer: int, count: int, typestr: str):
         self.__cuda_array_interface__ = {"shape": (count,), "typestr": typestr, "data": (int(pointer), True),
-                                         "version": 2}
+                                         "strides": None, "version": 2}
 
 
 class GpuIndex:

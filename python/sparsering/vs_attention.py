@@ -27,11 +27,12 @@ HAS_CUSTOM_OP = hasattr(torch, "library") and hasattr(torch.library, "custom_op"
 
 
 def resolve_scale(head_dim: int, softmax_scale: Optional[float]) -> float:
-    """1/sqrt(D) unless given; rounded to fp32 as the kernels receive it."""
+    """1/sqrt(D) unless given (plain Python arithmetic, so torch.compile folds it; the kernels
+    receive it as fp32)."""
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"softmax_scale must be a positive finite number, got {softmax_scale!r}")
-    return float(torch.tensor(scale, dtype=torch.float32))
+    return scale
 
 
 def _forward(q, k, v, recall, block_q, block_k, last_q, scale, capacity) -> Tuple[torch.Tensor, torch.Tensor,

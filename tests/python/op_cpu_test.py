@@ -169,7 +169,8 @@ def oracle_case(args, checks, case, gen, number):
         checks.bound(f"case {number} {name} rel L2 vs oracle", rel(torch, value, oracle[name]), 1e-5)
     if w == 1:
         qa, ka, va = (t.clone().requires_grad_(True) for t in (q, k, v))
-        o = vs_sparse_attention(qa, ka, va, recall=recall, block_q=bq, block_k=bk, last_q=last_q, capacity=capacity)
+        o = vs_sparse_attention(qa, ka, va, recall=recall, block_q=bq, block_k=bk, last_q=last_q, capacity=capacity,
+                                softmax_scale=scale)
         o.backward(dout)
         for name, value, ref in (("out", o, oracle["out"][0]), ("dq", qa.grad, oracle["dq"][0]),
                                  ("dk", ka.grad, oracle["dk"][0]), ("dv", va.grad, oracle["dv"][0])):
@@ -181,7 +182,7 @@ def brute_force_checks(checks, gen):
     print(f"brute force: N={n} H=4/2 D={d} recall {recall}", flush=True)
     q, k, v, dout = structured_qkv(torch, gen, 1, 4, 2, n, d, torch.float64, contrast=14.0)
     scale = 1.0 / math.sqrt(d)
-    kept = steps.estimate_single_rank(q, k, 64, recall, n, float(torch.tensor(scale, dtype=torch.float32)))
+    kept = steps.estimate_single_rank(q, k, 64, recall, n, scale)
     mask = kept_pair_mask(torch, kept.row_lists(), n, bq, bk)
     causal = n * (n + 1) / 2
     print(f"  kept pairs per row: {mask.sum().item() / mask.shape[0] / causal:.3f} of causal")
@@ -190,7 +191,7 @@ def brute_force_checks(checks, gen):
     out = vs_sparse_attention(qa, ka, va, recall=recall, block_q=bq, block_k=bk, capacity=n)
     out.backward(dout)
     qb, kb, vb = (t.clone().requires_grad_(True) for t in (q, k, v))
-    ref = dense_attention_f64(torch, qb, kb, vb, mask, float(torch.tensor(scale, dtype=torch.float32)))
+    ref = dense_attention_f64(torch, qb, kb, vb, mask, scale)
     ref.backward(dout)
     for name, a, r in (("out", out, ref), ("dq", qa.grad, qb.grad), ("dk", ka.grad, kb.grad), ("dv", va.grad, vb.grad)):
         checks.bound(f"brute force {name} rel L2", rel(torch, a, r), 1e-10)

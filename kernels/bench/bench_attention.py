@@ -26,10 +26,10 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from patterns import pattern_index, qwen_like_pattern, random_block_index  # noqa: E402
-from sparsering_kernels import DeviceIndex, RingPosition, SparseringKernels  # noqa: E402
+from sparsering.capi import DeviceIndex, RingPosition, SparseringKernels  # noqa: E402
 from torch_peers import FlexPeer, sdpa_causal  # noqa: E402
 
 HEADS, KV_HEADS, DIM, BLOCK = 16, 2, 128, 128

@@ -16,10 +16,10 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from patterns import HeadPattern, pattern_index, qwen_like_pattern  # noqa: E402
-from sparsering_kernels import SR_INPUT_ERROR, DeviceIndex, SparseringError, SparseringKernels  # noqa: E402
+from sparsering.capi import SR_INPUT_ERROR, DeviceIndex, SparseringError, SparseringKernels  # noqa: E402
 
 
 def contract_mask(patterns, n: int, block: int) -> torch.Tensor:

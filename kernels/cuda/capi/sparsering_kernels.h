@@ -4,7 +4,7 @@
  * lse / gradients; `stream` is a cudaStream_t (0 = legacy default stream). Calls are
  * asynchronous on `stream`. Each returns SR_OK, SR_INPUT_ERROR (bad arguments; nothing was
  * queued) or SR_CUDA_ERROR; sr_last_error() gives the message of the calling thread's last
- * failure. Python binding: kernels/python/sparsering_kernels.py. Tested through that binding in
+ * failure. Python binding: python/sparsering/capi.py. Tested through that binding in
  * kernels/bench/check_capi.py. */
 #ifndef SPARSERING_KERNELS_H_
 #define SPARSERING_KERNELS_H_

@@ -71,7 +71,8 @@ class _CudaArray:
     view it without a copy."""
 
     def __init__(self, pointer: int, count: int, typestr: str):
-        self.__cuda_array_interface__ = {"shape": (count,), "typestr": typestr, "data": (int(pointer), True),
+        # torch refuses read-only CUDA arrays; the view is only ever copied from, never written.
+        self.__cuda_array_interface__ = {"shape": (count,), "typestr": typestr, "data": (int(pointer), False),
                                          "strides": None, "version": 2}
 
 

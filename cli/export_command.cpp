@@ -1,5 +1,6 @@
 // `sparsering export PLAN --to megatron|te|torchtitan|mtraining|chakra|torch --out DIR`
-//   [--durations SIM.json] [--layers N] [--pattern-config NAME] [--force]
+//   [--durations SIM.json | --trace T.safetensors [--sample N]] [--layers N]   (chakra)
+//   [--pattern-config NAME] [--torchtitan-format python|toml-v0.2] [--force]
 // Loads the plan with its model and cluster, hands it to the exporter (tuner/export/), writes the
 // files and NOTES.md into DIR, and prints what the target cannot express of the plan. Tested by
 // tests/tuner/export_command_test.cpp, which runs the built binary.
@@ -20,16 +21,24 @@ struct ExportCommandOptions {
   std::string plan_path;
   std::string target;
   std::string durations_path;
+  std::string trace_path;
+  int64_t sample = 0;
   int64_t layers = 0;
   std::string pattern_config;
+  std::string torchtitan_format = "python";
 };
 
 void run_export(const ExportCommandOptions& o, const GlobalOptions& global) {
   require(!global.out.empty(), "export needs --out DIR (the folder to write the export into)");
   const ExportTarget target = parse_export_target(o.target);
+  require(target == ExportTarget::chakra || (o.durations_path.empty() && o.trace_path.empty()),
+          "--durations and --trace apply to --to chakra only");
   const LoadedPlan loaded = load_plan_with_inputs(o.plan_path);
   ExportOptions options;
   options.durations_path = o.durations_path;
+  options.trace_path = o.trace_path;
+  options.trace_sample = o.sample;
+  options.torchtitan_format = parse_torchtitan_format(o.torchtitan_format);
   options.chakra_layers = o.layers;
   options.pattern_config_name = o.pattern_config;
   const ExportBundle bundle = export_plan(target, ExportInput{loaded.plan, loaded.model, loaded.cluster}, options);
@@ -69,12 +78,21 @@ void add_export_command(CLI::App& app, const GlobalOptions& global) {
       ->option_text("TARGET");
   cmd->add_option("--durations", options->durations_path,
                   "chakra: per-(rank, step) kernel times: `simulate --out DIR`'s DIR/result.json, or JSON "
-                  "{\"forward\": [[ns per step] per rank], \"backward\": ...}");
+                  "{\"forward\": [[ns per step] per rank], \"backward\": ...}; default: simulate the plan");
+  cmd->add_option("--trace", options->trace_path,
+                  "chakra: sparsity trace (.safetensors) to simulate the plan with; default: the plan's `trace:`");
+  cmd->add_option("--sample", options->sample, "chakra: trace sample whose patterns are simulated")
+      ->capture_default_str();
   cmd->add_option("--layers", options->layers,
                   "chakra: attention layers chained in each rank's trace (0 = every layer of the durations)")
       ->capture_default_str();
   cmd->add_option("--pattern-config", options->pattern_config,
-                  "mtraining: MInference pattern config name (default: the one published for the model)");
+                  "mtraining: MInference pattern config name (default: a recall-style flex config written with "
+                  "the export)");
+  cmd->add_option("--torchtitan-format", options->torchtitan_format,
+                  "torchtitan: python (Trainer.Config fields, current torchtitan) or toml-v0.2 (job-config TOML of "
+                  "torchtitan up to v0.2.2)")
+      ->capture_default_str();
   cmd->callback([options, &global] { run_export(*options, global); });
 }
 

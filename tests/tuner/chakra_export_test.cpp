@@ -152,7 +152,7 @@ TEST(ChakraExport, FlatRingForwardAndBackward) {
   EXPECT_EQ(dkv_hop_bytes(t.plan, t.model), 131072);
   for (int64_t g = 0; g < 4; ++g) {
     const RankNodes& r = ranks[static_cast<size_t>(g)];
-    EXPECT_EQ(r.metadata.version(), "0.0.4");
+    EXPECT_EQ(r.metadata.version(), "1.0.0");
     auto counts = count_types(r);
     // Forward: 4 computes, 3 receives, 3 sends. Backward: the same plus 3 accumulator forwards
     // (sent and received) and one return each way.

@@ -73,6 +73,24 @@ TEST_F(ExportCommand, JsonOutputAndTorchTarget) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "t" / "sparsering_plan.py"));
 }
 
+TEST_F(ExportCommand, TorchtitanFormatsAndChakraOptions) {
+  const CliRun current = run("export " + plan("hier-striped-4") + " --to torchtitan --out " + (dir_ / "tt").string());
+  ASSERT_EQ(current.exit_code, 0) << current.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "tt" / "torchtitan_config.py"));
+  const CliRun old = run("export " + plan("hier-striped-4") + " --to torchtitan --torchtitan-format toml-v0.2 --out " +
+                         (dir_ / "toml").string());
+  ASSERT_EQ(old.exit_code, 0) << old.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "toml" / "torchtitan.toml"));
+  const CliRun bad = run("export " + plan("hier-striped-4") + " --to torchtitan --torchtitan-format yaml --out " +
+                         (dir_ / "bad").string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("unknown torchtitan format"), std::string::npos) << bad.output;
+  const CliRun misplaced = run("export " + plan("hier-striped-4") + " --to megatron --trace t.safetensors --out " +
+                               (dir_ / "m").string());
+  EXPECT_EQ(misplaced.exit_code, 2) << misplaced.output;
+  EXPECT_NE(misplaced.output.find("--to chakra only"), std::string::npos) << misplaced.output;
+}
+
 TEST_F(ExportCommand, RefusesBadInput) {
   const CliRun no_out = run("export " + plan("hier-striped-4") + " --to megatron");
   EXPECT_EQ(no_out.exit_code, 2);
@@ -82,7 +100,7 @@ TEST_F(ExportCommand, RefusesBadInput) {
   EXPECT_NE(bad_target.output.find("unknown export target"), std::string::npos) << bad_target.output;
   const CliRun chakra = run("export " + plan("hier-striped-4") + " --to chakra --out " + (dir_ / "c").string());
   EXPECT_EQ(chakra.exit_code, 2);
-  EXPECT_NE(chakra.output.find("--durations"), std::string::npos) << chakra.output;
+  EXPECT_NE(chakra.output.find("--trace"), std::string::npos) << chakra.output;
 
   // A plan whose ring order names a rank its cluster does not have.
   const auto bad_plan = dir_ / "bad.yaml";

@@ -1,6 +1,6 @@
 // The export entry point: target names, every target on valid plans (flat and hierarchical), every
 // target refusing a plan that names a rank that does not exist, and the chakra target's need for
-// durations.
+// durations or a trace to simulate.
 #include "tuner/export/export_plan.hpp"
 
 #include <gtest/gtest.h>
@@ -50,10 +50,13 @@ TEST(ExportPlan, EveryTargetExportsAndRefusesMissingRanks) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(ExportPlan, ChakraNeedsDurations) {
+TEST(ExportPlan, ChakraNeedsDurationsOrATraceForASparsePlan) {
   const test::TestPlan t(test::PlanSpec{}, 1, 4);
   test::expect_input_error([&] { export_plan(ExportTarget::chakra, t.input(), ExportOptions{}); },
-                           {"--durations", "forward"});
+                           {"sparse", "--trace", "--durations"});
+  ExportOptions both = options_with_durations("durations.json");
+  both.trace_path = "trace.safetensors";
+  test::expect_input_error([&] { export_plan(ExportTarget::chakra, t.input(), both); }, {"not both"});
   test::expect_input_error(
       [&] { export_plan(ExportTarget::chakra, t.input(), options_with_durations("/no/such/durations.json")); },
       {"/no/such/durations.json"});

@@ -166,13 +166,15 @@ TEST(TeExport, SortsARingThatDoesNotAscend) {
 
 TEST(TorchtitanExport, ZigzagPlanGivesGoldenToml) {
   const test::TestPlan t(dense_zigzag(4), 1, 4);
-  const ExportBundle bundle = export_torchtitan(t.input());
+  const ExportBundle bundle = export_torchtitan(t.input(), TorchtitanFormat::toml_v0_2);
   // Only the sharding differs: torchtitan's FSDP shards parameters over the 4 CP ranks.
   ASSERT_EQ(bundle.lost.size(), 1u);
   EXPECT_TRUE(test::any_contains(bundle.lost, "parameter sharding: torchtitan applies FSDP2"));
   EXPECT_TRUE(test::any_contains(bundle.lost, "dp_shard x cp = 1 x 4 = 4 ranks"));
   EXPECT_EQ(bundle.find("torchtitan.toml")->bytes,
-            "# torchtitan job config fragment for plan test-plan, written by `sparsering export --to torchtitan`.\n"
+            "# torchtitan job config fragment for plan test-plan, written by `sparsering export --to torchtitan "
+            "--torchtitan-format toml-v0.2`.\n"
+            "# For torchtitan up to v0.2.2 (TOML job config; later torchtitan takes a Python Trainer.Config).\n"
             "# Merge into your job config. Mesh (outer -> inner): pp 1, dp_replicate 1, dp_shard 1, cp 4, tp 1 = 4 "
             "ranks.\n"
             "# What torchtitan cannot express of the plan: NOTES.md.\n"
@@ -196,7 +198,7 @@ TEST(TorchtitanExport, ZeroStage3WithoutContextParallelismIsExact) {
   spec.data_parallel = 2;
   spec.zero_stage = 3;
   const test::TestPlan t(spec, 1, 2);
-  const ExportBundle bundle = export_torchtitan(t.input());
+  const ExportBundle bundle = export_torchtitan(t.input(), TorchtitanFormat::toml_v0_2);
   EXPECT_TRUE(bundle.exact()) << bundle.lost.front();
   EXPECT_NE(bundle.find("torchtitan.toml")->bytes.find("data_parallel_shard_degree = 2\n"), std::string::npos);
 }
@@ -207,7 +209,7 @@ TEST(TorchtitanExport, LossyLayoutsDegreesAndSharding) {
   striped.zero_stage = 1;
   striped.comm = "all_gather";
   const test::TestPlan s(striped, 1, 8);
-  const ExportBundle bundle = export_torchtitan(s.input());
+  const ExportBundle bundle = export_torchtitan(s.input(), TorchtitanFormat::toml_v0_2);
   const std::string& toml = bundle.find("torchtitan.toml")->bytes;
   EXPECT_NE(toml.find("context_parallel_load_balancer = \"ptrr\"\n"), std::string::npos);
   EXPECT_NE(toml.find("context_parallel_rotate_method = \"allgather\"\n"), std::string::npos);
@@ -220,7 +222,7 @@ TEST(TorchtitanExport, LossyLayoutsDegreesAndSharding) {
   contiguous.layout = "contiguous";
   contiguous.head_parallel = 2;
   const test::TestPlan c(contiguous, 1, 8);
-  const ExportBundle flat = export_torchtitan(c.input());
+  const ExportBundle flat = export_torchtitan(c.input(), TorchtitanFormat::toml_v0_2);
   const std::string& flat_toml = flat.find("torchtitan.toml")->bytes;
   EXPECT_EQ(flat_toml.find("\ncontext_parallel_load_balancer ="), std::string::npos);
   EXPECT_NE(flat_toml.find("TOML has no None"), std::string::npos);
@@ -230,25 +232,45 @@ TEST(TorchtitanExport, LossyLayoutsDegreesAndSharding) {
   EXPECT_EQ(read_npy_int64(flat.find("token_permutation.npy")->bytes).rows, 8);
 }
 
-TEST(MTrainingExport, HierarchicalStripedPlanGivesDrStripe) {
+TEST(MTrainingExport, HierarchicalStripedPlanGivesDrStripeAndAFlexConfig) {
   test::PlanSpec spec;
   spec.levels = {{2, "nvlink"}, {2, "infiniband"}};
   const test::TestPlan t(spec, 2, 2);
   ExportOptions options;
-  test::expect_input_error([&] { export_mtraining(t.input(), options); }, {"no MInference pattern config", "tiny"});
-  options.pattern_config_name = "Tiny_pattern";
   const ExportBundle bundle = export_mtraining(t.input(), options);
   EXPECT_EQ(bundle.find("mtraining_attn.yaml")->bytes,
             "# MTraining attention config for plan test-plan, written by `sparsering export --to mtraining`.\n"
             "# Ring: 4 consecutive ranks per scale unit; what MTraining cannot express: NOTES.md.\n"
-            "pattern_config_name: Tiny_pattern\n"
+            "pattern_config_name: sparsering_tiny_flex_0.95_v4096_s4096\n"
             "implementation: dr_stripe\n"
             "granularity: 16\n");
+  // The recall and caps travel in the flex config; only last_q (16, MTraining fixes 64) is lost.
+  const ExportFile* config = bundle.find("minference_configs/sparsering_tiny_flex_0.95_v4096_s4096.json");
+  ASSERT_NE(config, nullptr);
+  const auto doc = nlohmann::json::parse(config->bytes);
+  ASSERT_EQ(doc.size(), 2u);  // layers
+  EXPECT_EQ(doc[1].size(), 8u);  // query heads
+  EXPECT_EQ(doc[1]["7"], nlohmann::json::parse(R"(["flex_vertical_and_slash", [0.95, 4096], [0.95, 4096], 0.0])"));
   ASSERT_EQ(bundle.lost.size(), 1u) << bundle.lost.back();
-  EXPECT_TRUE(test::any_contains(bundle.lost, "fixed per-head vertical and slash budgets"));
+  EXPECT_TRUE(test::any_contains(bundle.lost, "last 64 queries"));
+  EXPECT_FALSE(test::any_contains(bundle.lost, "recall"));
+  EXPECT_TRUE(test::any_contains(bundle.notes, "minference/configs/"));
   EXPECT_TRUE(test::any_contains(bundle.notes, "LOCAL_WORLD_SIZE = 2 (the plan's inner ring) = the GPUs per node"));
+
+  // A config named by the user replaces the flex config; the recall is then not the export's.
+  options.pattern_config_name = "Tiny_pattern";
+  const ExportBundle named = export_mtraining(t.input(), options);
+  EXPECT_NE(named.find("mtraining_attn.yaml")->bytes.find("pattern_config_name: Tiny_pattern\n"), std::string::npos);
+  EXPECT_EQ(named.files.size(), bundle.files.size() - 1);
+  EXPECT_TRUE(test::any_contains(named.lost, "named with --pattern-config"));
   options.pattern_config_name = "bad name; rm";
   test::expect_input_error([&] { export_mtraining(t.input(), options); }, {"may only hold"});
+}
+
+TEST(MTrainingExport, DensePlanWithoutAKnownConfigIsRefused) {
+  const test::TestPlan t(dense_zigzag(4), 1, 4);
+  test::expect_input_error([&] { export_mtraining(t.input(), ExportOptions{}); },
+                           {"dense", "no MInference pattern config", "tiny"});
 }
 
 TEST(MTrainingExport, ZigzagAndLossyBlocks) {
@@ -266,6 +288,65 @@ TEST(MTrainingExport, ZigzagAndLossyBlocks) {
   EXPECT_TRUE(test::any_contains(bundle.lost, "plan is dense"));
   EXPECT_EQ(known_pattern_config("qwen2.5-3b"), "Qwen2.5_3B_kv_out_v32_fit_o_best_pattern");
   EXPECT_EQ(known_pattern_config("no-such-model"), "");
+}
+
+TEST(HeadParallelExports, MegatronAndTeRefuseMoreHeadRanksThanKvHeads) {
+  test::PlanSpec spec;
+  spec.head_parallel = 2;
+  spec.seq_len_tokens = 512;
+  test::TestPlan t(spec, 2, 4);
+  t.model.kv_heads = 1;  // 8 query heads sharing one K/V head: head_parallel 2 replicates it
+  test::expect_input_error([&] { export_megatron(t.input()); },
+                           {"megatron export", "head_parallel 2", "1 K/V heads", "replicating", "{1}"});
+  test::expect_input_error([&] { export_te(t.input()); }, {"te export", "TransformerEngine", "kv_heads % head_parallel"});
+  // Exporters without an a2a keep such plans (one flat ring over all heads).
+  EXPECT_NO_THROW(export_torchtitan(t.input()));
+  t.model.kv_heads = 2;
+  EXPECT_NO_THROW(export_megatron(t.input()));
+  EXPECT_NO_THROW(export_te(t.input()));
+}
+
+TEST(TorchtitanExport, PythonConfigForCurrentTorchtitan) {
+  test::PlanSpec spec = dense_zigzag(4);
+  spec.recompute = "full";
+  spec.zero_stage = 1;
+  spec.data_parallel = 2;
+  const test::TestPlan t(spec, 2, 4);
+  const ExportBundle bundle = export_torchtitan(t.input());
+  ASSERT_EQ(bundle.find("torchtitan.toml"), nullptr);
+  const ExportFile* file = bundle.find("torchtitan_config.py");
+  ASSERT_NE(file, nullptr);
+  const std::string& py = file->bytes;
+  for (const std::string line :
+       {"TORCHTITAN_COMMIT = \"b5bcd76c66d0acb1a08b176d9639425bc55e0b2a\"\n", "WORLD_SIZE = 8\n",
+        "    from torchtitan.distributed.activation_checkpoint import FullAC\n",
+        "    parallelism.data_parallel_replicate_degree = 1\n", "    parallelism.data_parallel_shard_degree = 2\n",
+        "    parallelism.context_parallel_degree = 4\n",
+        "    parallelism.context_parallel_load_balancer = \"headtail\"\n",
+        "    parallelism.spmd_backend = \"spmd_types\"\n", "    training.max_context_length = 256\n",
+        "    training.num_tokens_per_microbatch_per_dp_rank = 256\n",
+        "    config.activation_checkpoint = FullAC.Config()\n"}) {
+    EXPECT_NE(py.find(line), std::string::npos) << line << "\n" << py;
+  }
+  for (const std::string old_key : {"rotate_method", "seq_len =", "local_batch_size", "mode ="}) {
+    EXPECT_EQ(py.find(old_key), std::string::npos) << old_key;
+  }
+  // The p2p ring is no longer a torchtitan option.
+  EXPECT_TRUE(test::any_contains(bundle.lost, "no rotate-method option"));
+
+  test::PlanSpec contiguous = dense_zigzag(4);
+  contiguous.layout = "contiguous";
+  contiguous.comm = "all_gather";
+  const test::TestPlan c(contiguous, 1, 4);
+  const ExportBundle flat = export_torchtitan(c.input());
+  const std::string& flat_py = flat.find("torchtitan_config.py")->bytes;
+  EXPECT_NE(flat_py.find("    parallelism.context_parallel_load_balancer = None\n"), std::string::npos);
+  EXPECT_NE(flat_py.find("    config.activation_checkpoint = None\n"), std::string::npos);
+  EXPECT_EQ(flat_py.find("activation_checkpoint import"), std::string::npos);
+  EXPECT_FALSE(test::any_contains(flat.lost, "rotate-method"));
+  EXPECT_EQ(parse_torchtitan_format("toml-v0.2"), TorchtitanFormat::toml_v0_2);
+  EXPECT_EQ(parse_torchtitan_format("python"), TorchtitanFormat::python);
+  test::expect_input_error([] { parse_torchtitan_format("yaml"); }, {"unknown torchtitan format 'yaml'", "v0.2.2"});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The torch export: plan.json holds the rings, level rings, groups, roles, per-level neighbours
-// (checked against the plan's index arithmetic) and the layout's permutation; the module copied
-// beside it is byte for byte tuner/python/sparsering_plan.py.
+// The torch export: plan.json holds the rings, level rings, groups (gradient synchronisation
+// included), roles, heads, per-level neighbours (checked against the plan's index arithmetic) and
+// the layout's permutation; the module copied beside it is byte for byte
+// tuner/python/sparsering_plan.py.
 #include "tuner/export/torch_export.hpp"
 
 #include <gtest/gtest.h>
@@ -56,6 +57,38 @@ TEST(TorchExport, PlanJsonHoldsGroupsNeighboursAndPermutation) {
                 t.plan.layout.global_token(r, i));
     }
   }
+}
+
+TEST(TorchExport, GradientSyncGroupAndHeadsOfEveryRank) {
+  test::PlanSpec spec;
+  spec.context_parallel = 2;
+  spec.head_parallel = 2;
+  spec.data_parallel = 2;
+  spec.levels = {{2, "nvlink"}};
+  spec.zero_stage = 2;
+  test::TestPlan t(spec, 1, 8);
+  auto doc = nlohmann::json::parse(export_torch(t.input()).find("plan.json")->bytes);
+  EXPECT_EQ(doc["version"], 2);
+  // Weights are replicated (or ZeRO-sharded) over context x head x data parallel: one group of all.
+  EXPECT_EQ(doc["grad_sync_groups"], (std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4, 5, 6, 7}}));
+  EXPECT_EQ(doc["grad_sync"]["collective"], "reduce_scatter");
+  EXPECT_EQ(doc["grad_sync"]["parameters"], "replicated");
+  const auto slots = rank_slots(t.plan);
+  for (int64_t g = 0; g < 8; ++g) {
+    const int64_t h = slots[static_cast<size_t>(g)].head_index;
+    EXPECT_EQ(doc["ranks"][static_cast<size_t>(g)]["heads"]["q"], (std::vector<int64_t>{4 * h, 4 * h + 4}));
+    EXPECT_EQ(doc["ranks"][static_cast<size_t>(g)]["heads"]["kv"], (std::vector<int64_t>{2 * h, 2 * h + 2}));
+  }
+  // head_parallel 2 over one K/V head: both head ranks hold (a replica of) K/V head 0.
+  t.model.kv_heads = 1;
+  doc = nlohmann::json::parse(export_torch(t.input()).find("plan.json")->bytes);
+  EXPECT_EQ(doc["attention_heads"]["kv_head_replicas"], 2);
+  for (int64_t g = 0; g < 8; ++g) {
+    EXPECT_EQ(doc["ranks"][static_cast<size_t>(g)]["heads"]["kv"], (std::vector<int64_t>{0, 1}));
+  }
+  t.plan.zero_stage = 0;
+  doc = nlohmann::json::parse(export_torch(t.input()).find("plan.json")->bytes);
+  EXPECT_EQ(doc["grad_sync"]["collective"], "all_reduce");
 }
 
 TEST(TorchExport, CopiesTheModuleVerbatim) {

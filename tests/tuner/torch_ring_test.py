@@ -8,7 +8,9 @@ attention over the plan's hierarchical ring: K/V chunks travel along the exporte
 isend/irecv (for each outer step the outer hop is posted first and overlaps the whole inner ring),
 and partial results merge with the online softmax (log-sum-exp). The outputs, restored to sequence
 order with unpermute_tokens, must equal full causal attention computed on one process, and every
-rank must meet every K/V chunk once, in the order of the planner's ring schedule. The same processes
+rank must meet every K/V chunk once, in the order of the planner's ring schedule. The gradient of a
+weight every rank shares, reduced over the exported gradient-sync group, must equal the gradient of
+the whole step. The same processes
 run the TransformerEngine export's te_cp_setup.py with a stand-in attention module: the groups it
 passes to set_context_parallel_group must hold the ranks of te_cp_groups.json (an all-reduce over
 them checks the membership).
@@ -152,6 +154,23 @@ def check_te_setup(rank, te_dir, ring_ranks):
     assert total.item() == float(sum(ranks)), (rank, total.item(), ranks)
 
 
+def check_grad_sync(plan, me, out_local, reference):
+    """A weight shared by every rank: its gradient, reduced over the exported gradient-sync group,
+    must be the gradient of the whole step (every ring's copy of the sequence)."""
+    import torch
+    import torch.distributed as dist
+
+    assert me.grad_sync_ranks == list(range(plan.world_size)), me.grad_sync_ranks
+    assert plan.grad_sync["collective"] in ("all_reduce", "reduce_scatter"), plan.grad_sync
+    weight = torch.ones(HEAD_DIM, dtype=torch.float64, requires_grad=True)
+    (out_local * weight).sum().backward()
+    grad = weight.grad.clone()
+    dist.all_reduce(grad, group=me.grad_sync_group)
+    expected = reference.sum(dim=(0, 1)) * len(plan.rings)
+    error = (grad - expected).abs().max().item()
+    assert error < 1e-9, f"rank {me.rank}: reduced gradient differs by {error}"
+
+
 def ring_worker(rank, world, port, export_dir, te_dir):
     import torch
     import torch.distributed as dist
@@ -215,8 +234,9 @@ def ring_worker(rank, world, port, export_dir, te_dir):
 
     outputs = [torch.empty_like(merge.out) for _ in range(world)]
     dist.all_gather(outputs, merge.out.contiguous())
+    reference = full_causal_attention(q, k, v)
+    check_grad_sync(plan, me, merge.out.detach(), reference)
     if rank == 0:
-        reference = full_causal_attention(q, k, v)
         for ring_index, ring in enumerate(plan.rings):
             full = plan.unpermute_tokens([outputs[r] for r in ring], dim=1)
             error = (full - reference).abs().max().item()

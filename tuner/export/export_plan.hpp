@@ -7,8 +7,9 @@
 
 namespace sparsering {
 
-/// Exports `input` to `target`. Chakra needs options.durations_path (the plan format carries no
-/// per-(rank, step) durations). Throws InputError for a bad plan or options; writes nothing.
+/// Exports `input` to `target`. Chakra takes its per-(rank, step) durations from
+/// options.durations_path, or simulates the plan in-process (options.trace_path) when none is
+/// given. Throws InputError for a bad plan or options; writes nothing.
 ExportBundle export_plan(ExportTarget target, const ExportInput& input, const ExportOptions& options);
 
 }  // namespace sparsering

@@ -29,4 +29,20 @@ ExportTarget parse_export_target(std::string_view name) {
                        "' (expected megatron, te, torchtitan, mtraining, chakra or torch)"));
 }
 
+std::string_view to_string(TorchtitanFormat format) {
+  switch (format) {
+    case TorchtitanFormat::python: return "python";
+    case TorchtitanFormat::toml_v0_2: return "toml-v0.2";
+  }
+  return "unknown";
+}
+
+TorchtitanFormat parse_torchtitan_format(std::string_view name) {
+  for (const TorchtitanFormat format : {TorchtitanFormat::python, TorchtitanFormat::toml_v0_2}) {
+    if (to_string(format) == name) return format;
+  }
+  throw InputError(str("unknown torchtitan format '", name,
+                       "' (expected python, for current torchtitan, or toml-v0.2, for torchtitan up to v0.2.2)"));
+}
+
 }  // namespace sparsering

@@ -13,6 +13,7 @@ namespace sparsering {
 
 ExportBundle export_megatron(const ExportInput& input) {
   check_export_input(input);
+  check_kv_heads_split(input, "megatron export", "Megatron-LM");
   const PlanConfig& plan = input.plan;
   ExportBundle bundle;
   bundle.target = "megatron";

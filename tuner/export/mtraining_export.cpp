@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "tuner/export/common_losses.hpp"
 #include "tuner/export/framework_rank_order.hpp"
+#include "tuner/export/mtraining_pattern_config.hpp"
 #include "tuner/export/plan_export_checks.hpp"
 #include "tuner/export/plan_groups.hpp"
 #include "tuner/export/token_permutation_file.hpp"
@@ -17,6 +18,9 @@ namespace {
 // MTraining's sparse kernel tiles keys in blocks of 64 (block_size_N); its query block is the
 // `granularity` of the config, which is also the stripe size.
 constexpr int64_t kMTrainingKeyBlock = 64;
+// calc_index (minference/ops/op_utils/vertical_slash_utils.py) estimates the pattern from this
+// many last queries; MTraining's ring ops do not pass another value.
+constexpr int64_t kMTrainingLastQ = 64;
 
 }  // namespace
 
@@ -38,10 +42,14 @@ ExportBundle export_mtraining(const ExportInput& input, const ExportOptions& opt
   ExportBundle bundle;
   bundle.target = "mtraining";
   bundle.plan_name = plan_label(plan);
+  // A sparse plan's recall and caps are written as a flex pattern config unless the user names
+  // another config; a dense plan has no recall, so it takes the published budget config.
+  const bool write_flex = plan.sparse.enabled && options.pattern_config_name.empty();
   std::string pattern = options.pattern_config_name;
+  if (write_flex) pattern = flex_pattern_config_name(plan, input.model);
   if (pattern.empty()) pattern = known_pattern_config(input.model.name);
-  require(!pattern.empty(), "mtraining export: no MInference pattern config is known for model ", input.model.name,
-          "; pass --pattern-config NAME (the per-head budget file MTraining loads)");
+  require(!pattern.empty(), "mtraining export: the plan is dense and no MInference pattern config is known for ",
+          "model ", input.model.name, "; pass --pattern-config NAME (the per-head budget file MTraining loads)");
   for (const char c : pattern) {
     require(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.', "mtraining export: ",
             "pattern config name '", pattern, "' may only hold letters, digits, '_', '-' and '.'");
@@ -88,11 +96,28 @@ ExportBundle export_mtraining(const ExportInput& input, const ExportOptions& opt
     throw InputError(str("mtraining export: the layout over MTraining's ring of ", ring_size, ": ", error.what()));
   }
 
-  if (plan.sparse.enabled) {
-    bundle.lost.push_back(str("sparse budgets: MTraining's reference reads fixed per-head vertical and slash budgets ",
-                              "from pattern config ", pattern, "; the plan's top-p recall ", plan.sparse.recall,
+  if (write_flex) {
+    const std::string file = str("minference_configs/", pattern, ".json");
+    bundle.add_file(file, flex_pattern_config_json(plan, input.model));
+    const std::string shipped = shipped_flex_pattern_config(plan, input.model);
+    bundle.notes.push_back(str(
+        "sparse budgets: ", file, " is a flex (top-p) pattern config holding the plan's recall ", plan.sparse.recall,
+        " with caps of ", plan.sparse.max_verticals, " verticals and ", plan.sparse.max_slashes,
+        " slashes for every head of every layer; MTraining loads <pattern_config_name>.json from MInference's ",
+        "minference/configs/ folder, so copy the file there",
+        shipped.empty() ? std::string() : str(" (MInference ships the same config as ", shipped, ".json)")));
+    if (plan.sparse.last_q != kMTrainingLastQ) {
+      bundle.lost.push_back(str("pattern estimation: MTraining estimates each head's verticals and slashes from the ",
+                                "last ", kMTrainingLastQ, " queries (calc_index's last_q_size, not configurable); ",
+                                "the plan's last_q ", plan.sparse.last_q, " cannot be selected"));
+    }
+  } else if (plan.sparse.enabled) {
+    bundle.lost.push_back(str("sparse budgets: pattern config ", pattern, " (named with --pattern-config) sets the ",
+                              "per-head budgets MTraining uses; the plan's top-p recall ", plan.sparse.recall,
                               ", caps of ", plan.sparse.max_verticals, " verticals and ", plan.sparse.max_slashes,
-                              " slashes and last_q ", plan.sparse.last_q, " are not expressible"));
+                              " slashes and last_q ", plan.sparse.last_q,
+                              " apply only if that config says so. Leave --pattern-config out to export them as a ",
+                              "flex pattern config"));
   } else {
     bundle.lost.push_back("dense attention: the plan is dense but MTraining's attention config always selects "
                           "MInference sparse attention; use a dense ring attention for this plan (the file is the "

@@ -1,7 +1,10 @@
-// Export to MTraining (microsoft/MInference, mtraining/): mtraining_attn.yaml
-// {pattern_config_name, implementation: stripe | zigzag | dr_stripe, granularity}, the token
-// permutation of the layout MTraining runs, and rank_map.json when its consecutive-rank rings
-// differ from the plan's ring order. Tested in tests/tuner/framework_exports_test.cpp.
+// Export to MTraining (microsoft/MInference, branch wenxuan/mtrain, commit
+// f74982d3f46d32d1a421a102c187b6ba2da434cd, mtraining/): mtraining_attn.yaml
+// {pattern_config_name, implementation: stripe | zigzag | dr_stripe, granularity} as
+// mtraining/train.py reads it, for a sparse plan the flex pattern config of its recall and caps
+// (minference_configs/<name>.json, mtraining_pattern_config.hpp), the token permutation of the
+// layout MTraining runs, and rank_map.json when its consecutive-rank rings differ from the plan's
+// ring order. Tested in tests/tuner/framework_exports_test.cpp.
 #pragma once
 
 #include <string>
@@ -15,8 +18,10 @@ namespace sparsering {
 /// "Qwen2.5_3B_kv_out_v32_fit_o_best_pattern"), or "" when none is known.
 std::string known_pattern_config(const std::string& model_name);
 
-/// Builds the MTraining export. options.pattern_config_name overrides the known pattern config;
-/// InputError when neither exists, or for a plan that fails check_export_input.
+/// Builds the MTraining export. A sparse plan gets the flex pattern config of its recall and caps
+/// unless options.pattern_config_name names another; a dense plan takes options.pattern_config_name
+/// or the known budget config. InputError when a dense plan has neither, or for a plan that fails
+/// check_export_input.
 ExportBundle export_mtraining(const ExportInput& input, const ExportOptions& options);
 
 }  // namespace sparsering

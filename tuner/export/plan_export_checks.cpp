@@ -1,5 +1,6 @@
 #include "tuner/export/plan_export_checks.hpp"
 
+#include <string>
 #include <vector>
 
 #include "common/error.hpp"
@@ -54,6 +55,24 @@ void check_plan_structure(const PlanConfig& plan) {
 void check_export_input(const ExportInput& input) {
   check_plan_structure(input.plan);
   check_plan_against(input.plan, input.model, input.cluster);
+}
+
+void check_kv_heads_split(const ExportInput& input, std::string_view target, std::string_view framework) {
+  const int64_t heads = input.plan.head_parallel;
+  const int64_t kv_heads = input.model.kv_heads;
+  if (heads <= 1 || kv_heads % heads == 0) return;
+  std::string fitting;
+  for (int64_t h = 1; h <= kv_heads; ++h) {
+    if (kv_heads % h == 0 && input.model.q_heads % h == 0) fitting += str(fitting.empty() ? "" : ", ", h);
+  }
+  throw InputError(str(
+      target, ": head_parallel ", heads, " does not divide the ", kv_heads, " K/V heads of model ", input.model.name,
+      ". The simulator and tuner accept it by replicating each K/V head on head_parallel / kv_heads = ",
+      heads / kv_heads, " ranks, but ", framework,
+      "'s head-parallel (a2a) context parallelism splits the K/V heads over the a2a group and needs kv_heads % ",
+      "head_parallel == 0 (TransformerEngine's all-to-all reshapes K and V into head_parallel head groups and fails ",
+      "at the first forward). Choose head_parallel from {", fitting, "}, or export to torch, whose plan.json carries ",
+      "the K/V heads of every rank"));
 }
 
 }  // namespace sparsering

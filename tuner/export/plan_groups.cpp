@@ -76,4 +76,10 @@ std::vector<std::vector<int64_t>> data_parallel_groups(const PlanConfig& plan) {
   return groups;
 }
 
+std::vector<std::vector<int64_t>> grad_sync_groups(const PlanConfig& plan) {
+  std::vector<int64_t> all(static_cast<size_t>(plan.world_size()));
+  for (size_t g = 0; g < all.size(); ++g) all[g] = static_cast<int64_t>(g);
+  return {all};
+}
+
 }  // namespace sparsering

@@ -1,6 +1,6 @@
 // Who works with whom in a plan: the role (slot) of every global rank and the rank groups every
 // exporter writes: context-parallel rings, the rings of each hierarchy level, head-parallel
-// (Ulysses) groups and data-parallel groups. Follows the rank conventions of
+// (Ulysses) groups, data-parallel groups and gradient-synchronisation groups. Follows the rank conventions of
 // sim/config/plan_config.hpp (slot index (d x head_parallel + h) x context_parallel + p).
 // Tested in tests/tuner/plan_groups_test.cpp.
 #pragma once
@@ -49,5 +49,12 @@ std::vector<std::vector<int64_t>> head_parallel_groups(const PlanConfig& plan);
 
 /// Data-parallel groups: for each head index h and position p, the ranks of d = 0 .. data_parallel-1.
 std::vector<std::vector<int64_t>> data_parallel_groups(const PlanConfig& plan);
+
+/// Gradient-synchronisation groups: the ranks that compute gradients of the same parameters and
+/// reduce them together. Plans have neither tensor nor pipeline parallelism, and head-parallel
+/// (Ulysses) ranks run the whole layer on their own tokens, so every rank holds (a replica or a
+/// ZeRO shard of) every parameter: one group of all ranks, ascending, as the simulator's gradient
+/// all-reduce and ZeRO sharding (over context x head x data parallel) assume.
+std::vector<std::vector<int64_t>> grad_sync_groups(const PlanConfig& plan);
 
 }  // namespace sparsering

@@ -133,6 +133,7 @@ std::vector<int64_t> te_ring_order(const PlanConfig& plan) {
 
 ExportBundle export_te(const ExportInput& input) {
   check_export_input(input);
+  check_kv_heads_split(input, "te export", "TransformerEngine");
   const PlanConfig& plan = input.plan;
   ExportBundle bundle;
   bundle.target = "te";

@@ -10,7 +10,30 @@
 
 namespace sparsering {
 
-std::string torch_plan_json(const PlanConfig& plan) {
+namespace {
+
+// The heads a head-parallel rank holds, [first, end). K/V heads follow check_plan_against: split
+// when head_parallel divides them, otherwise each K/V head is replicated on head_parallel /
+// kv_heads consecutive head indices (the query heads of rank h all map to K/V head
+// h x kv_heads / head_parallel under GQA).
+nlohmann::json heads_of(const PlanConfig& plan, const ModelConfig& model, int64_t head_index) {
+  const int64_t hp = plan.head_parallel;
+  const int64_t q_per_rank = model.q_heads / hp;
+  int64_t kv_first = 0;
+  int64_t kv_end = 0;
+  if (model.kv_heads % hp == 0) {
+    kv_first = head_index * (model.kv_heads / hp);
+    kv_end = kv_first + model.kv_heads / hp;
+  } else {
+    kv_first = head_index / (hp / model.kv_heads);
+    kv_end = kv_first + 1;
+  }
+  return {{"q", {head_index * q_per_rank, (head_index + 1) * q_per_rank}}, {"kv", {kv_first, kv_end}}};
+}
+
+}  // namespace
+
+std::string torch_plan_json(const PlanConfig& plan, const ModelConfig& model) {
   const int64_t local = plan.layout.local_len();
   require(local % plan.head_parallel == 0, "torch export: each ring position holds ", local,
           " tokens, which the head_parallel (", plan.head_parallel, ") ranks feeding it cannot split evenly");
@@ -45,7 +68,8 @@ std::string torch_plan_json(const PlanConfig& plan) {
                      {"replica", s.replica},
                      {"level_index", level_index},
                      {"neighbours", neighbours},
-                     {"token_slice", {s.head_index * slice, (s.head_index + 1) * slice}}});
+                     {"token_slice", {s.head_index * slice, (s.head_index + 1) * slice}},
+                     {"heads", heads_of(plan, model, s.head_index)}});
   }
   nlohmann::json permutation = nlohmann::json::array();
   for (int32_t r = 0; r < plan.layout.ranks(); ++r) {
@@ -55,7 +79,7 @@ std::string torch_plan_json(const PlanConfig& plan) {
   }
   const nlohmann::json doc = {
       {"format", "sparsering-torch-plan"},
-      {"version", 1},
+      {"version", 2},
       {"plan", plan_label(plan)},
       {"world_size", plan.world_size()},
       {"context_parallel", plan.context_parallel},
@@ -81,6 +105,15 @@ std::string torch_plan_json(const PlanConfig& plan) {
       {"level_rings", level_rings},
       {"head_parallel_groups", head_parallel_groups(plan)},
       {"data_parallel_groups", data_parallel_groups(plan)},
+      {"grad_sync_groups", grad_sync_groups(plan)},
+      {"grad_sync",
+       {{"zero_stage", plan.zero_stage},
+        {"collective", plan.zero_stage >= 2 ? "reduce_scatter" : "all_reduce"},
+        {"parameters", plan.zero_stage >= 3 ? "sharded" : "replicated"}}},
+      {"attention_heads",
+       {{"q_heads", model.q_heads},
+        {"kv_heads", model.kv_heads},
+        {"kv_head_replicas", model.kv_heads % plan.head_parallel == 0 ? 1 : plan.head_parallel / model.kv_heads}}},
       {"ranks", ranks},
       {"token_permutation", permutation}};
   return doc.dump() + "\n";
@@ -92,12 +125,13 @@ ExportBundle export_torch(const ExportInput& input) {
   ExportBundle bundle;
   bundle.target = "torch";
   bundle.plan_name = plan_label(plan);
-  bundle.add_file("plan.json", torch_plan_json(plan));
+  bundle.add_file("plan.json", torch_plan_json(plan, input.model));
   bundle.add_file("sparsering_plan.py", std::string(torch_module_source()));
   bundle.notes.push_back(str("plan.json + sparsering_plan.py: `import sparsering_plan; plan = sparsering_plan.load(",
                              "\"plan.json\"); me = plan.setup()` on every rank after init_process_group (",
-                             plan.world_size(), " ranks) builds the rings, level rings, head-parallel and ",
-                             "data-parallel groups and gives this rank's ring neighbours per level"));
+                             plan.world_size(), " ranks) builds the rings, level rings, head-parallel, ",
+                             "data-parallel and gradient-synchronisation groups and gives this rank's ring neighbours ",
+                             "per level and its query and K/V heads"));
   bundle.notes.push_back("data: plan.permute_tokens(tensor, cp_rank) gives a ring position its tokens in local "
                          "order and plan.position_ids(cp_rank) their position ids; plan.local_token_ids(rank) is the "
                          "slice a head-parallel rank feeds; plan.unpermute_tokens(chunks) restores sequence order");

@@ -1,6 +1,7 @@
 // Export for plain PyTorch: plan.json (world and degrees, ring levels, context-parallel rings,
-// level rings, head-parallel and data-parallel groups, the role and per-level ring neighbours of
-// every rank, and the token permutation / position ids of every context-parallel rank) plus a copy
+// level rings, head-parallel, data-parallel and gradient-synchronisation groups, the role, query
+// and K/V heads and per-level ring neighbours of every rank, and the token permutation / position
+// ids of every context-parallel rank) plus a copy
 // of the helper module sparsering_plan.py (tuner/python/), which validates plan.json against the
 // running torch.distributed world and builds the process groups. Nothing of the plan is lost: the
 // module carries it exactly; the attention kernel is the caller's. Tested in
@@ -14,10 +15,10 @@
 
 namespace sparsering {
 
-/// The content of plan.json for `plan` (format "sparsering-torch-plan", version 1).
-/// Precondition: the plan passed check_plan_structure. Throws InputError when head_parallel does
+/// The content of plan.json for `plan` on `model` (format "sparsering-torch-plan", version 2).
+/// Precondition: the plan passed check_export_input. Throws InputError when head_parallel does
 /// not divide the local tokens of a ring position (each head-parallel rank feeds an equal slice).
-std::string torch_plan_json(const PlanConfig& plan);
+std::string torch_plan_json(const PlanConfig& plan, const ModelConfig& model);
 
 /// Builds the torch export. Throws InputError for a plan that fails check_export_input.
 ExportBundle export_torch(const ExportInput& input);

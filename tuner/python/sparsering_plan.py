@@ -2,8 +2,9 @@
 
 `sparsering export PLAN --to torch --out DIR` writes plan.json and a copy of this module into DIR.
 The module checks plan.json against the running world, builds the process groups (context-parallel
-rings, the rings of every hierarchy level, head-parallel and data-parallel groups), gives every
-rank its ring neighbours per level, and applies the plan's token layout to data:
+rings, the rings of every hierarchy level, head-parallel, data-parallel and gradient-synchronisation
+groups), gives every rank its ring neighbours per level and its query and K/V heads, and applies the
+plan's token layout to data:
 
     import torch.distributed as dist
     import sparsering_plan
@@ -12,20 +13,27 @@ rank its ring neighbours per level, and applies the plan's token layout to data:
     plan = sparsering_plan.load("plan.json")
     me = plan.setup()                 # on every rank: builds every group in the same order
     me.cp_rank, me.ring_group, me.level_groups[l], me.prev[l], me.next[l]
+    me.q_heads, me.kv_heads           # [first, end) of the heads this rank attends with
     q_local = plan.permute_tokens(q, me.cp_rank, dim=1)
+    ...
+    for p in model.parameters():      # gradients: reduce over the ranks that share the weights
+        dist.all_reduce(p.grad, group=me.grad_sync_group)
     positions = plan.position_ids(me.cp_rank)
 
 Ring conventions (as in the planner): ring positions decompose over the levels, inner first,
 p = i0 + s0 * (i1 + s1 * ...); a hop of level l goes from a position to the one whose level-l
 index is one higher (cyclically). K/V moves from `prev[l]` to this rank and from this rank to
-`next[l]`. Source: tuner/python/sparsering_plan.py of sparsering; tested in real torch.distributed
+`next[l]`. The gradient-synchronisation group holds the ranks that compute gradients of the same
+parameters: every rank, since plans have neither tensor nor pipeline parallelism and head-parallel
+ranks run the whole layer on their own tokens (`grad_sync["collective"]` says whether the plan's ZeRO
+stage keeps whole gradients, all_reduce, or shards them, reduce_scatter). Source: tuner/python/sparsering_plan.py of sparsering; tested in real torch.distributed
 by tests/tuner/torch_ring_test.py.
 """
 
 import json
 
 FORMAT = "sparsering-torch-plan"
-VERSION = 1
+VERSION = 2
 
 
 class PlanError(ValueError):
@@ -69,10 +77,14 @@ class RankView:
         self.level_ranks = [next(g for g in rings if rank in g) for rings in plan.level_rings]
         self.head_ranks = next(g for g in plan.head_parallel_groups if rank in g)
         self.data_parallel_ranks = next(g for g in plan.data_parallel_groups if rank in g)
+        self.grad_sync_ranks = next(g for g in plan.grad_sync_groups if rank in g)
+        self.q_heads = tuple(role["heads"]["q"])
+        self.kv_heads = tuple(role["heads"]["kv"])
         self.ring_group = None
         self.level_groups = [None] * len(self.level_ranks)
         self.head_group = None
         self.data_parallel_group = None
+        self.grad_sync_group = None
 
     def __repr__(self):
         return (f"RankView(rank={self.rank}, ring={self.ring}, cp_rank={self.cp_rank}, "
@@ -126,6 +138,16 @@ class Plan:
                                                  self.context_parallel * self.data_parallel, self.head_parallel)
         self.data_parallel_groups = self._groups(doc, "data_parallel_groups",
                                                  self.context_parallel * self.head_parallel, self.data_parallel)
+        self.grad_sync_groups = self._groups(doc, "grad_sync_groups", 1, world)
+        self.grad_sync = doc.get("grad_sync")
+        _require(isinstance(self.grad_sync, dict)
+                 and self.grad_sync.get("collective") in ("all_reduce", "reduce_scatter"),
+                 f"{source}: grad_sync must be an object whose collective is all_reduce or reduce_scatter")
+        heads = doc.get("attention_heads")
+        _require(isinstance(heads, dict), f"{source}: attention_heads must be an object")
+        q_heads = _int(heads.get("q_heads"), f"{source}: attention_heads.q_heads")
+        kv_heads = _int(heads.get("kv_heads"), f"{source}: attention_heads.kv_heads")
+        self.attention_heads = heads
 
         ranks = doc.get("ranks")
         _require(isinstance(ranks, list) and len(ranks) == world, f"{source}: ranks must list all {world} ranks")
@@ -146,6 +168,15 @@ class Plan:
             local = self.seq_len_tokens // self.context_parallel
             _require(0 <= start <= end <= local, f"{source}: ranks[{g}].token_slice [{start}, {end}) is outside "
                                                  f"the {local} tokens of a ring position")
+            role_heads = role.get("heads")
+            _require(isinstance(role_heads, dict), f"{source}: ranks[{g}].heads must be an object")
+            for key, count in (("q", q_heads), ("kv", kv_heads)):
+                span = role_heads.get(key)
+                _require(isinstance(span, list) and len(span) == 2
+                         and all(isinstance(x, int) and not isinstance(x, bool) for x in span)
+                         and 0 <= span[0] < span[1] <= count,
+                         f"{source}: ranks[{g}].heads.{key} must be [first, end) within the {count} heads, "
+                         f"got {span!r}")
             neighbours = role.get("neighbours")
             _require(isinstance(neighbours, list) and len(neighbours) == len(self.levels),
                      f"{source}: ranks[{g}].neighbours must hold one entry per level")
@@ -235,6 +266,7 @@ class Plan:
         view.level_groups = [build(rings) for rings in self.level_rings]
         view.head_group = build(self.head_parallel_groups)
         view.data_parallel_group = build(self.data_parallel_groups)
+        view.grad_sync_group = build(self.grad_sync_groups)
         return view
 
     # --- data ------------------------------------------------------------------------------------

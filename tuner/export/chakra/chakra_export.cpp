@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "core/ring_schedule.hpp"
@@ -17,7 +18,9 @@ namespace {
 using ChakraProtoMsg::Node;
 using ChakraProtoMsg::NodeType;
 
-constexpr const char* kChakraSchemaVersion = "0.0.4";  // upstream et_def.proto's schema version
+// GlobalMetadata.version: the Chakra release whose schema the files follow (mlcommons/chakra
+// pyproject.toml and generator at commit 21585d8f2d65603d791d2121e3d4632351120262).
+constexpr const char* kChakraSchemaVersion = "1.0.0";
 constexpr int64_t kFp32Bytes = 4;
 constexpr int64_t kHopKinds = 3;
 constexpr int64_t kMaxTag = (int64_t{1} << 31) - 1;
@@ -76,10 +79,10 @@ class RankTrace {
     return sinks;
   }
   std::string serialize(const ChakraProtoMsg::GlobalMetadata& metadata) const {
-    std::string out;
-    append_delimited(out, metadata);
-    for (const Node& node : nodes_) append_delimited(out, node);
-    return out;
+    std::ostringstream out;
+    write_delimited(out, metadata);
+    for (const Node& node : nodes_) write_delimited(out, node);
+    return out.str();
   }
 
  private:

@@ -1,47 +1,38 @@
+// Thin wrappers over protobuf's delimited-message utilities, so that the exporter and its tests
+// share one framing and report a malformed stream as bad input with its byte offset.
 #include "tuner/export/chakra/chakra_stream.hpp"
 
-#include <cstdint>
+#include <google/protobuf/util/delimited_message_util.h>
+
+#include <climits>
 
 #include "common/error.hpp"
 
 namespace sparsering {
 
-void append_delimited(std::string& out, const google::protobuf::MessageLite& message) {
-  const std::string body = message.SerializeAsString();
-  auto length = static_cast<uint64_t>(body.size());
-  do {
-    auto byte = static_cast<uint8_t>(length & 0x7fU);
-    length >>= 7U;
-    if (length != 0) byte = static_cast<uint8_t>(byte | 0x80U);
-    out.push_back(static_cast<char>(byte));
-  } while (length != 0);
-  out += body;
+void write_delimited(std::ostream& out, const google::protobuf::MessageLite& message) {
+  require(google::protobuf::util::SerializeDelimitedToOstream(message, &out), "Chakra stream: cannot write a ",
+          message.GetTypeName(), " message");
 }
 
-std::optional<std::string_view> DelimitedReader::next() {
-  if (offset_ == bytes_.size()) return std::nullopt;
-  const size_t start = offset_;
-  uint64_t length = 0;
-  for (unsigned shift = 0;; shift += 7) {
-    require(offset_ < bytes_.size(), "Chakra stream: truncated length at byte ", start);
-    require(shift < 35, "Chakra stream: length varint longer than 5 bytes at byte ", start);
-    const auto byte = static_cast<uint8_t>(bytes_[offset_++]);
-    length |= uint64_t{byte & 0x7fU} << shift;
-    if ((byte & 0x80U) == 0) break;
-  }
-  require(length <= bytes_.size() - offset_, "Chakra stream: message of ", length, " bytes at byte ", start,
-          " runs past the end (", bytes_.size() - offset_, " bytes left)");
-  const std::string_view body = bytes_.substr(offset_, static_cast<size_t>(length));
-  offset_ += static_cast<size_t>(length);
-  return body;
+DelimitedReader::DelimitedReader(std::string_view bytes)
+    : stream_(bytes.data(), static_cast<int>(bytes.size())), size_(bytes.size()) {
+  // ArrayInputStream counts in int; a trace file above 2 GiB would be cut short silently.
+  require(bytes.size() <= static_cast<size_t>(INT_MAX), "Chakra stream: ", bytes.size(),
+          " bytes is more than one stream reader handles (2 GiB)");
 }
 
 bool DelimitedReader::next(google::protobuf::MessageLite& message) {
-  const size_t start = offset_;
-  const auto body = next();
-  if (!body) return false;
-  require(message.ParseFromArray(body->data(), static_cast<int>(body->size())), "Chakra stream: the message at byte ",
-          start, " does not parse as ", message.GetTypeName());
+  const auto start = static_cast<size_t>(stream_.ByteCount());
+  if (start == size_) return false;
+  bool clean_eof = false;
+  // The utility merges into the message, so a reused message would keep the previous one's
+  // repeated fields.
+  message.Clear();
+  const bool parsed = google::protobuf::util::ParseDelimitedFromZeroCopyStream(&message, &stream_, &clean_eof);
+  if (!parsed && clean_eof) return false;
+  require(parsed, "Chakra stream: the message at byte ", start, " is truncated or does not parse as ",
+          message.GetTypeName());
   return true;
 }
 

@@ -4,7 +4,7 @@
 // CUDA events. The validate command and the tests drive it through run_ring_attention_layer.
 // This header is plain C++ (no CUDA or NCCL headers) so host-compiled code can include it.
 // Tested in tests/nccl/ring_attention_layer_test.cpp against the single-GPU kernels run over the
-// whole sequence (W = 1); design.md section 5, method.md sections 3-5.
+// whole sequence (W = 1); docs/VALIDATION.md, docs/method.md sections 3-5.
 //
 // Process model: one thread per GPU. In-process (the default) the call drives every global rank
 // of the ring; with RingRuntimeOptions::id_file several processes on one host (e.g. one per

@@ -1,6 +1,6 @@
 // Link model: time of one point-to-point message = latency + bytes / bandwidth(bytes), with a
 // size-dependent bandwidth per link kind (log-size interpolation of measured points, such as the
-// NCCL ring-step curve in peers.md; clamped to the first and last point), and NIC sharing: when
+// NCCL ring-step curve of docs/peers.md section 2; clamped to the first and last point), and NIC sharing: when
 // several flows leave (or enter) a node at once through fewer NICs, each gets nics / flows of
 // the bandwidth. Tested in tests/sim/link_model_test.cpp.
 #pragma once

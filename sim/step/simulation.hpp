@@ -25,7 +25,7 @@
 
 namespace sparsering {
 
-/// When the token layout costs an all-to-all of Q, K, V in and of the output back (method.md 4).
+/// When the token layout costs an all-to-all of Q, K, V in and of the output back (docs/method.md section 4).
 enum class LayoutShuffle : int32_t {
   automatic = 0,  ///< striped layouts only (contiguous and zigzag come from the data loader)
   always = 1,
@@ -40,7 +40,7 @@ struct SimulationOptions {
   bool overlap_grad_sync = true;     ///< gradient reduction overlaps the backward of earlier layers
   bool keep_ring_records = true;     ///< keep per-rank per-step records of every ring pass
   /// How the backward dK/dV accumulators travel (sim/ring/ring_simulation.hpp): along the K/V ring
-  /// at every level (method.md section 5) or straight back to the owner after each inner cycle.
+  /// at every level (docs/method.md section 5) or straight back to the owner after each inner cycle.
   AccumulatorRoute accumulator_route = AccumulatorRoute::mirror;
   int threads = 1;                   ///< work counting threads (>= 1); results do not depend on it
 };

@@ -1,6 +1,6 @@
 // The simulator's analytic work counter equals the kernels' index builder (kernels/index/) for
 // every layout, stripe granularity, block shape and ring pair, on fresh random patterns: the
-// design rule that the simulator and the kernels agree exactly (design.md section 1). Sizes here
+// design rule that the simulator and the kernels agree exactly (docs/architecture.md, Units and invariants). Sizes here
 // are larger than the token-level brute force of work_counter_test.cpp can reach.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The plan search (design.md section 4): branch and bound over the space of
+// The plan search (docs/tuner.md sections 1-3): branch and bound over the space of
 // tuner/search/search_space.hpp, evaluating candidates with the simulator.
 //
 // 1. Memory: a candidate whose memory lower bound exceeds the cap (the GPU's memory, or less) is

@@ -30,7 +30,7 @@ namespace sparsering {
 int64_t kv_hop_bytes(const PlanConfig& plan, const ModelConfig& model);
 
 /// Bytes of one dK/dV accumulator hop: as kv_hop_bytes with 4-byte (fp32) elements, because the
-/// accumulators are kept in fp32 across ring steps (method.md, defect 5).
+/// accumulators are kept in fp32 across ring steps (docs/method.md section 6, defect 5).
 int64_t dkv_hop_bytes(const PlanConfig& plan, const ModelConfig& model);
 
 /// Builds the Chakra export. `layers` attention layers are chained: forward 0 .. layers-1, then,

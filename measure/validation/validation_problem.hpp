@@ -3,7 +3,7 @@
 // head group 0 and their K/V heads, times the micro batch), the block shape, and the kept
 // vertical-slash sets of every index row at the plan's recall (from one trace sample), or dense.
 // It is exactly what the simulator counts for that layer and head group, so measured and
-// predicted figures describe the same work. Tested in tests/measure/validation/validation_problem_test.cpp.
+// predicted figures describe the same work. Tested in tests/measure/validation/validation_compare_test.cpp.
 #pragma once
 
 #include <cstdint>

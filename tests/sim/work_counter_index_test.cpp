@@ -13,6 +13,7 @@
 #include "kernels/index/step_geometry.hpp"
 #include "sim/work/work_counter.hpp"
 #include "tests/sim/work_oracle.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -32,7 +33,7 @@ KeptPattern random_pattern(std::mt19937_64& rng, int64_t n) {
 }
 
 TEST(WorkCounterIndexTest, EqualsIndexBuilderCounts) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const int32_t blocks[] = {16, 32, 48, 64, 128};
   for (int trial = 0; trial < 60; ++trial) {
     const int32_t w = 1 + static_cast<int32_t>(rng() % 8);

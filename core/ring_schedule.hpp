@@ -7,7 +7,8 @@
 // p - t. Hops: at a step whose digits below level k are all zero and whose digit k is not the
 // last, a position sends the chunk it holds to its level-k successor, which needs it stride_k
 // steps later; so the outer hop of the next chunk is posted at the start of an outer step and
-// overlaps the whole inner ring. Tested in tests/sim/ring_schedule_test.cpp.
+// overlaps the whole inner ring. Tested in tests/sim/ring_simulation_test.cpp (RingScheduleTest),
+// tests/ring/ring_topology_test.cpp and tests/measure/validation/ring_rederive_test.cpp.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Parameter structs of the attention kernels. Each CUDA kernel and its plain C++ reference take
-// the same struct, so a test runs both on the same problem (style.md, "what we take" 3).
+// the same struct, so a test runs both on the same problem (docs/kernels.md).
 // Pointers are device pointers for the CUDA launchers and host pointers for the references.
 // Tensors are contiguous, batch-major, head-major: Q (B, Hq, Sq, D), K and V (B, Hkv, Skv, D).
 // Query head h reads K/V head h / (Hq / Hkv) (GQA; Hq must be a multiple of Hkv).
@@ -88,7 +88,7 @@ struct AttnBwdDeltaParams {
   float* delta = nullptr;           ///< (B, Hq, Sq) written
 };
 
-/// Vertical-slash pattern estimation (method.md section 2) on one key shard. The last `last_q`
+/// Vertical-slash pattern estimation (docs/method.md section 2) on one key shard. The last `last_q`
 /// queries of the sequence (global positions N-last_q .. N-1) score this shard's keys; the causal
 /// mask applies (key global position <= query global position). Two passes so shards combine:
 ///   pass 1 (row statistics): row_max, row_sum of exp(score - row_max) over this shard's keys

@@ -1,4 +1,4 @@
-// The trace file format (design.md 2.1): a safetensors container holding the tensors
+// The trace file format (docs/formats.md section 1): a safetensors container holding the tensors
 //   vertical.index I32 [S, L, H, Kv]   vertical.mass F32 [S, L, H, Kv]
 //   slash.offset   I32 [S, L, H, Ks]   slash.mass    F32 [S, L, H, Ks]
 //   sample.seq_len I64 [S]

@@ -1,6 +1,6 @@
 // `sparsering validate PLAN --trace T [--layer L] [--sample S] [--replay] [--ranks N]
 // [--iterations I] [--out DIR]`: runs one attention layer of a plan on GPUs and prints measured
-// against predicted (design.md section 5, docs/VALIDATION.md). Without --replay the plan's
+// against predicted (docs/VALIDATION.md). Without --replay the plan's
 // context-parallel ring runs on the GPUs present through the NCCL ring runtime; with --replay one
 // GPU runs every virtual rank in turn (measure/replay/) and the simulator's schedule derives
 // the layer time from the measured compute matrix. --out DIR writes DIR/validation.json and

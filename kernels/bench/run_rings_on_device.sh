@@ -65,7 +65,7 @@ if [ "$BENCH" != none ] && [ "$(left)" -gt 20 ]; then
   stamp "bench done"
   if [ "$(left)" -gt 30 ]; then
     # Two emulated nodes of 2 GPUs: one process each, distinct NCCL_HOSTID, so NCCL carries the
-    # inter-node hops over sockets on loopback (design.md section 5). Inner rings {0,1}, {2,3}.
+    # inter-node hops over sockets on loopback (docs/VALIDATION.md). Inner rings {0,1}, {2,3}.
     export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
     for layer in "flat4x --ranks 4" "hier2x2x --levels 2,2"; do
       set -- $layer

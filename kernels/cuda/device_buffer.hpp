@@ -1,4 +1,4 @@
-// RAII owners for device memory, streams and events (style.md, "what we take" 8). DeviceBuffer is
+// RAII owners for device memory, streams and events (docs/kernels.md). DeviceBuffer is
 // a typed cudaMalloc'd array; StreamBuffer is stream-ordered scratch (cudaMallocAsync/FreeAsync)
 // that launchers use for workspaces so callers pass no workspace pointers. Host code only;
 // exercised by every test in tests/kernels_gpu/.

@@ -1,4 +1,4 @@
-// From estimated masses to a trace's candidate lists (design.md 2.1): the top-K vertical keys and
+// From estimated masses to a trace's candidate lists (docs/formats.md section 1): the top-K vertical keys and
 // slash offsets by mass, mass-descending, each with its share of the total estimated mass, padded
 // with -1 / 0. This is what a capture tool writes into vertical.index / vertical.mass /
 // slash.offset / slash.mass for one (sample, layer, head). Tested in

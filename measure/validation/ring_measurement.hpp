@@ -2,7 +2,7 @@
 // the runtime's problem made from the validated layer, and the runtime's measurement (indexed by
 // global rank) turned into the measured layer (indexed by ring position) that the comparison
 // reads. Plain C++ over the runtime's plain structs, so it builds and is tested without GPUs
-// (tests/measure/validation/ring_measurement_test.cpp).
+// (tests/measure/validation/validation_compare_test.cpp).
 //
 // Transfer times: the runtime reports, per (rank, step), the compute time, the step time and the
 // wait for K/V before the compute. A chunk is posted when the previous compute starts (double

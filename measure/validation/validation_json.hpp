@@ -1,7 +1,7 @@
 // The files `sparsering validate` writes: validation.json (every compared figure, the targets and
 // the provenance the caller supplies) and timeline.json (Chrome / Perfetto trace events of what
 // was measured: one process per ring position, a compute track and a recv track). Field
-// reference: docs/VALIDATION.md. Tested in tests/measure/validation/validation_json_test.cpp.
+// reference: docs/VALIDATION.md. Tested in tests/measure/validation/validation_compare_test.cpp.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // The human output of `sparsering validate`: per-layer attention time, exposed communication and
 // the compute matrix's errors, predicted against measured, then per ring step (the slowest
-// position), then the targets met or missed. Tested in tests/measure/validation/validation_json_test.cpp.
+// position), then the targets met or missed. Tested in tests/measure/validation/validation_compare_test.cpp.
 #pragma once
 
 #include <ostream>

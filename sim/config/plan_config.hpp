@@ -1,4 +1,4 @@
-// Plan config (configs/plans/*.yaml, design.md 2.3): the parallel layout of one training run that
+// Plan config (configs/plans/*.yaml, docs/formats.md section 2): the parallel layout of one training run that
 // the tuner writes and simulate / validate / export read: degrees, ring hierarchy and order, token
 // layout, sparse settings, communication primitive, memory options, and the prediction that
 // produced it. Schema reference: docs/configs.md. Tested in tests/config/plan_config_test.cpp.
@@ -36,7 +36,7 @@ struct RingLevel {
   LinkKind link = LinkKind::nvlink; ///< slowest link its hops cross
 };
 
-/// Dynamic sparse attention settings (method.md sections 2-3).
+/// Dynamic sparse attention settings (docs/method.md sections 2-3).
 struct SparseSettings {
   bool enabled = true;          ///< false = dense ring attention
   int64_t block_q = 64;         ///< query block (tokens)

@@ -3,7 +3,7 @@
 // and each ring hop moves. Shared by the step model and the memory model. With head parallelism
 // (Ulysses, degree U) and context parallelism (ring, degree W) a rank holds N/(W U) tokens of
 // every head in the dense parts and N/W tokens of H/U heads in attention.
-// Tested in tests/sim/layer_shapes_test.cpp.
+// Tested in tests/sim/memory_model_test.cpp (LayerShapesTest) and tests/sim/simulation_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -154,7 +154,9 @@ def main():
         print("no CUDA device: agreement test skipped")
         return 77
     sys.path.insert(0, os.path.join(args.source, "traces", "capture"))
-    rng = np.random.default_rng()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+    from test_seed import numpy_rng
+    rng = numpy_rng("capture_agreement")
     cases = [(4, 4, 64, 1000, 64, 256), (8, 4, 128, 4097, 17, 512), (16, 2, 128, 8191, 64, 1024),
              (8, 1, 64, 130, 1, 200)]
     with tempfile.TemporaryDirectory() as work:

@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "tests/config/config_test_util.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -108,7 +109,7 @@ std::string cluster_yaml(int64_t nodes, int64_t gpus, const std::vector<int64_t>
 }
 
 TEST(ClusterConfig, LinkLevelMatchesSmallestSharedGroupOnRandomTopologies) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 200; ++trial) {
     // Nested group sizes: each a multiple (2-3x) of the one inside it; nodes a multiple of the last.
     std::vector<int64_t> groups;

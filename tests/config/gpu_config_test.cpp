@@ -11,6 +11,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "tests/config/config_test_util.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -163,7 +164,7 @@ void expect_same_calibration(const GpuCalibration& a, const GpuCalibration& b) {
 }
 
 TEST(GpuConfig, WriteRoundTripsRandomConfigs) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int i = 0; i < 50; ++i) {
     const GpuConfig gpu = random_gpu(rng);
     const std::string text = write_gpu_yaml(gpu);
@@ -183,7 +184,7 @@ TEST(GpuConfig, WriteRoundTripsRandomConfigs) {
 }
 
 TEST(GpuConfig, SetCalibrationKeepsTheRestOfTheFile) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   GpuConfig source = random_gpu(rng);
   while (!source.calibrated()) source = random_gpu(rng);
   const GpuCalibration& cal = *source.calibration;

@@ -16,6 +16,7 @@
 
 #include "common/error.hpp"
 #include "tests/config/config_test_util.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -98,7 +99,7 @@ TEST(PlanConfig, ShippedPlansAreConsistentWithTheirModelsAndClusters) {
 }
 
 TEST(PlanConfig, RingPositionsFollowMixedRadixOrder) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 100; ++trial) {
     std::string levels;
     std::vector<int64_t> sizes;
@@ -185,7 +186,7 @@ PlanConfig random_plan(std::mt19937_64& rng) {
 }
 
 TEST(PlanConfig, WriteRoundTripsRandomPlans) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int i = 0; i < 100; ++i) {
     const PlanConfig plan = random_plan(rng);
     const std::string text = write_plan_yaml(plan);

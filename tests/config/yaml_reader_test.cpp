@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "tests/config/config_test_util.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering::yaml {
 namespace {
@@ -170,7 +171,7 @@ TEST(YamlReader, DescribeIsShortAndPrintable) {
 TEST(YamlReader, FormatNumberRoundTrips) {
   EXPECT_EQ(format_number(0.95), "0.95");
   EXPECT_EQ(format_number(25), "25");
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> exponent(-30, 30);
   std::uniform_real_distribution<double> mantissa(-1, 1);
   for (int i = 0; i < 2000; ++i) {

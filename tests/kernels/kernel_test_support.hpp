@@ -1,7 +1,7 @@
-// Helpers shared by the kernels' CPU tests: the per-run random seed (fresh each run, printed, and
-// overridable with SPARSERING_TEST_SEED=<n> to reproduce a failure), random kept patterns, random
-// bf16 tensors, moving tensors between global token order and a rank's local order, and the
-// largest difference between two arrays.
+// Helpers shared by the kernels' CPU tests: the per-run random seed (tests/common/test_seed.hpp:
+// fresh each run, printed, and overridable with SPARSERING_TEST_SEED=<n> to reproduce a failure),
+// random kept patterns, random bf16 tensors, moving tensors between global token order and a
+// rank's local order, and the largest difference between two arrays.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,32 +21,9 @@
 #include "kernels/attention_params.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/index/row_pattern.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering::testing_support {
-
-/// The run's seed: SPARSERING_TEST_SEED if set, else gtest's --gtest_random_seed if non-zero, else
-/// fresh from std::random_device.
-inline uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    if (const char* env = std::getenv("SPARSERING_TEST_SEED")) return static_cast<uint64_t>(std::stoull(env));
-    const int flag = ::testing::UnitTest::GetInstance()->random_seed();
-    if (flag != 0) return static_cast<uint64_t>(flag);
-    std::random_device device;
-    return (static_cast<uint64_t>(device()) << 32) ^ device();
-  }();
-  return seed;
-}
-
-/// A generator for the current test, seeded from the run seed and the test's name; prints the
-/// seed so a failing run can be repeated.
-inline std::mt19937_64 test_rng() {
-  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = info != nullptr ? std::string(info->test_suite_name()) + "." + info->name() : "";
-  const uint64_t seed = run_seed();
-  std::cout << "[   seed   ] " << name << " seed " << seed << " (repeat with SPARSERING_TEST_SEED=" << seed << ")\n";
-  ::testing::Test::RecordProperty("seed", std::to_string(seed));
-  return std::mt19937_64(seed ^ std::hash<std::string>{}(name));
-}
 
 /// Uniform integer in [lo, hi].
 inline int64_t uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {

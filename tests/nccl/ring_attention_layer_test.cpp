@@ -21,6 +21,7 @@
 #include "kernels/cuda/pattern_pipeline.hpp"
 #include "kernels/nccl/ring_attention_layer.hpp"
 #include "ring_reference.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -35,10 +36,7 @@ constexpr double kLseAbs = 2e-3;
 constexpr double kGradRelL2 = 1e-2;
 constexpr double kGradMaxRel = 3e-2;
 
-uint64_t fresh_seed() {
-  std::random_device device;
-  return (uint64_t{device()} << 32) ^ device();
-}
+uint64_t fresh_seed() { return sparsering::testing_support::test_seed(); }
 
 KeptSet random_kept(std::mt19937_64& rng, int32_t rows, int64_t n) {
   std::vector<KeptRow> kept;

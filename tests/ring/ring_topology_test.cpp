@@ -19,6 +19,7 @@
 #include "core/rank_types.hpp"
 #include "kernels/ring/ring_input_values.hpp"
 #include "kernels/ring/ring_topology.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -36,7 +37,7 @@ struct RingCase {
 };
 
 std::vector<RingCase> random_cases(uint64_t seed) {
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(sparsering::testing_support::fixed_seed(seed));
   std::vector<RingCase> cases;
   const std::vector<std::vector<int64_t>> shapes = {{1}, {2}, {3}, {5}, {8}, {2, 2}, {2, 3}, {3, 2}, {4, 2},
                                                     {2, 4}, {2, 2, 2}, {3, 1, 2}, {1, 4}, {2, 3, 2}, {4, 4}};

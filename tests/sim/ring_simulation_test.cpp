@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -85,7 +86,7 @@ TEST(RingSimulationTest, UniformFlatRingClosedForm) {
 }
 
 TEST(RingSimulationTest, OuterLevelOfSizeOneEqualsFlatRing) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 20; ++trial) {
     const int32_t w = 1 + static_cast<int32_t>(rng() % 7);
     const RingSchedule flat = RingSchedule::flat(w);
@@ -134,7 +135,7 @@ TEST(RingSimulationTest, OuterLevelOfSizeOneEqualsFlatRing) {
 }
 
 TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const int32_t w = 6;
   const RingSchedule s = RingSchedule::flat(w);
   RingInput in = uniform_input(s, 0, {0}, 0);
@@ -166,7 +167,7 @@ TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
 }
 
 TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 200; ++trial) {
     const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
     const RingSchedule s(shapes[rng() % shapes.size()]);
@@ -214,7 +215,7 @@ TEST(RingSimulationTest, BackwardTwoRanksByHand) {
 
 TEST(RingSimulationTest, FlatRingRoutesAgree) {
   // On a flat ring the mirrored accumulators are the direct ones: inner hops, then home.
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 50; ++trial) {
     const int32_t w = 1 + static_cast<int32_t>(rng() % 9);
     const RingSchedule s = RingSchedule::flat(w);
@@ -287,7 +288,7 @@ TEST(RingSimulationTest, MirroredAccumulatorsByHand) {
 TEST(RingSimulationTest, MirroredAccumulatorsComeHome) {
   // Any nesting: every position receives exactly one accumulator over the outermost level's last
   // hop, the one of its own chunk, after every compute of that chunk.
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{{3}, {2, 3}, {2, 3, 2}, {1, 4, 1, 2}, {4, 1}}) {
     const RingSchedule s(sizes);
     RingInput in = uniform_input(s, 0, std::vector<SimNs>(sizes.size(), 0), 0);

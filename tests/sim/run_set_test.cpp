@@ -1,6 +1,7 @@
 // RunSet operations and the diagonal pair sums against element-by-element enumeration on random
 // sets (sim/work/run_set.hpp).
 #include "sim/work/run_set.hpp"
+#include "tests/common/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -37,7 +38,7 @@ RunSet random_set(std::mt19937_64& rng, int64_t lo, int64_t hi, double density) 
 }
 
 TEST(RunSetTest, DilatedPointsIsUnionOfWindows) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 200; ++trial) {
     std::uniform_int_distribution<int64_t> value(-50, 50);
     std::vector<int64_t> points(static_cast<size_t>(rng() % 12));
@@ -57,7 +58,7 @@ TEST(RunSetTest, DilatedPointsIsUnionOfWindows) {
 }
 
 TEST(RunSetTest, SampleWindowHitsAndUnite) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 300; ++trial) {
     const RunSet a = random_set(rng, -40, 40, 0.3);
     const RunSet b = random_set(rng, -40, 40, 0.2);

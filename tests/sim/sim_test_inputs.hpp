@@ -15,6 +15,7 @@
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
 #include "traces/trace.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering::testing {
 
@@ -84,7 +85,7 @@ inline Trace small_trace(int64_t layers, int64_t heads, int64_t seq_len, uint64_
   t.vertical_candidates = 16;
   t.slash_candidates = 32;
   t.sample_seq_len = {seq_len};
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(sparsering::testing_support::fixed_seed(seed));  // prints it; SPARSERING_TEST_SEED draws others
   std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(seq_len - 1));
   const auto masses = [](int64_t count) {
     std::vector<float> m(static_cast<size_t>(count));

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "tests/sim/work_oracle.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -52,7 +53,7 @@ void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t b
 }
 
 TEST(WorkCounterTest, MatchesBruteForceOnRandomLayoutsAndPatterns) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const int64_t blocks[] = {1, 2, 3, 4, 5, 8, 16};
   for (int trial = 0; trial < 400; ++trial) {
     const int32_t w = 1 + static_cast<int32_t>(rng() % 5);
@@ -76,7 +77,7 @@ TEST(WorkCounterTest, MatchesBruteForceOnRandomLayoutsAndPatterns) {
 TEST(WorkCounterTest, MatchesBruteForceOnKernelShapes) {
   // Block sizes as the kernel uses them (64/128 rows, 64 columns) scaled down by 16 so the
   // brute force stays small, with stripes equal to, finer and coarser than the blocks.
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 60; ++trial) {
     const int32_t w = 1 << (rng() % 3);
     const int64_t bq = (rng() % 2) ? 4 : 8;
@@ -122,7 +123,7 @@ TEST(WorkCounterTest, DenseCausalClosedForm) {
 
 TEST(WorkCounterTest, StripedBlockDiagonalIdentity) {
   // Striped with G = block size: at step s every rank computes exactly the block diagonals
-  // Delta = s (mod W) (method.md section 4). One kept offset d = 5B + 3 crosses the block
+  // Delta = s (mod W) (docs/method.md section 4). One kept offset d = 5B + 3 crosses the block
   // diagonals floor(d/B) = 5 and ceil(d/B) = 6, which with W = 4 live at steps 1 and 2. At step s
   // rank r >= s holds chunk r - s and meets Delta as local diagonal i - j = (Delta - s) / W;
   // rank r < s holds chunk r - s + W and meets it as i - j = (Delta - s + W) / W. A local
@@ -161,7 +162,7 @@ TEST(WorkCounterTest, VerticalChunksRoundUpPerQueryBlock) {
 }
 
 TEST(WorkCounterTest, NormalizeSortsDeduplicatesAndAddsOffsetZero) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (const int64_t n : {int64_t{50}, int64_t{5000}, int64_t{1} << 20}) {
     for (const size_t count : {size_t{3}, size_t{100}, size_t{20000}}) {
       KeptPattern p;
@@ -195,7 +196,7 @@ TEST(WorkCounterTest, RejectsPatternsOutsideTheSequence) {
 }
 
 TEST(WorkCounterTest, CounterIsReusableAcrossHeads) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const TokenLayout layout = make_token_layout(LayoutKind::zigzag, 240, 3);
   const BlockGeometry geo = make_block_geometry(layout, 8, 4);
   WorkCounter counter(geo);

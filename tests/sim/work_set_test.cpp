@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "sim/work/work_counter.hpp"
 #include "tests/sim/sim_test_inputs.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -48,7 +49,7 @@ TEST(WorkSetTest, DenseIsEveryCausalTile) {
 }
 
 TEST(WorkSetTest, ThreadsChangeNothing) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const int64_t n = 4096;
   PatternSet patterns;
   patterns.layers = 7;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "traces/recall.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering::synth {
 namespace {
@@ -44,7 +45,7 @@ TEST(MassProfile, HandPickedShapes) {
 }
 
 TEST(MassProfile, RandomShapes) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
   for (int round = 0; round < 300; ++round) {
     ProfileShape s;

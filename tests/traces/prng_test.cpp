@@ -1,6 +1,7 @@
 // The synthesizer's PRNG: reference values (so every platform draws the same numbers), ranges
 // and stream independence.
 #include "traces/synth/prng.hpp"
+#include "tests/common/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +25,7 @@ TEST(SplitMix64, MatchesTheReferenceSequence) {
 
 TEST(SplitMix64, MulHighIsTheUpperHalfOfTheProduct) {
   __extension__ using u128 = unsigned __int128;
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int i = 0; i < 10000; ++i) {
     const uint64_t a = rng(), b = i % 3 == 0 ? rng() >> (rng() % 64) : rng();
     EXPECT_EQ(mul_high(a, b), static_cast<uint64_t>((static_cast<u128>(a) * b) >> 64));
@@ -34,7 +35,7 @@ TEST(SplitMix64, MulHighIsTheUpperHalfOfTheProduct) {
 }
 
 TEST(SplitMix64, RangesAndMoments) {
-  SplitMix64 rng(std::random_device{}());
+  SplitMix64 rng(sparsering::testing_support::test_seed());
   double sum = 0.0, sum_sq = 0.0, normal_sum = 0.0, normal_sq = 0.0;
   constexpr int kDraws = 200000;
   for (int i = 0; i < kDraws; ++i) {

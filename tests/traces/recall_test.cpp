@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "trace_test_util.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -54,7 +55,7 @@ TEST(RecallPrefix, PadsZeroMassAndEmptyLists) {
 }
 
 TEST(RecallPrefix, MatchesBruteForceOnRandomLists) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int round = 0; round < 500; ++round) {
     const size_t n = rng() % 40;
     std::vector<float> m(n);

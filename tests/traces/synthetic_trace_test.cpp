@@ -13,6 +13,7 @@
 #include "traces/safetensors_trace.hpp"
 #include "traces/synth/mass_profile.hpp"
 #include "traces/trace_summary.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -48,7 +49,7 @@ SynthSettings tiny_settings(uint64_t seed) {
 }
 
 TEST(SyntheticTrace, ValidWithSinksAndDiagonalFirst) {
-  const Trace t = synthesize_trace(tiny_settings(std::random_device{}()));
+  const Trace t = synthesize_trace(tiny_settings(sparsering::testing_support::test_seed()));
   EXPECT_NO_THROW(validate_trace(t));
   EXPECT_EQ(t.samples, 2);
   EXPECT_EQ(t.layers, 3);
@@ -80,7 +81,7 @@ TEST(SyntheticTrace, KeptCountsEqualThePublishedBudgetsAtTheReferenceLength) {
   s.kv_heads = 2;
   s.seq_len_tokens = 131072;  // the reference length: budgets apply unscaled
   s.samples = 1;
-  s.seed = std::random_device{}();
+  s.seed = sparsering::testing_support::test_seed();
   s.step_variation = 0.0;
   s.prior = load_sparsity_prior(kSparsity / "qwen2.5-3b.yaml");
   const Trace t = synthesize_trace(s);
@@ -104,7 +105,7 @@ TEST(SyntheticTrace, KeptCountsEqualThePublishedBudgetsAtTheReferenceLength) {
 }
 
 TEST(SyntheticTrace, KeptCountsFollowScaledBudgetsWithStepVariation) {
-  SynthSettings s = tiny_settings(std::random_device{}());
+  SynthSettings s = tiny_settings(sparsering::testing_support::test_seed());
   s.seq_len_tokens = 16384;  // 4x the reference: budgets double (exponent 0.5)
   s.samples = 4;
   s.vertical_slots = s.slash_slots = 1024;
@@ -132,7 +133,7 @@ TEST(SyntheticTrace, KeptCountsFollowScaledBudgetsWithStepVariation) {
 }
 
 TEST(SyntheticTrace, ReproduciblePerSeedDifferentAcrossSeedsAndSamples) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = sparsering::testing_support::test_seed();
   const std::string a = serialize_trace(synthesize_trace(tiny_settings(seed)));
   EXPECT_EQ(a, serialize_trace(synthesize_trace(tiny_settings(seed))));
   EXPECT_NE(a, serialize_trace(synthesize_trace(tiny_settings(seed + 1))));
@@ -142,7 +143,7 @@ TEST(SyntheticTrace, ReproduciblePerSeedDifferentAcrossSeedsAndSamples) {
 }
 
 TEST(SyntheticTrace, ThreadCountDoesNotChangeTheResult) {
-  SynthSettings s = tiny_settings(std::random_device{}());
+  SynthSettings s = tiny_settings(sparsering::testing_support::test_seed());
   s.samples = 3;
   s.threads = 1;
   const std::string one = serialize_trace(synthesize_trace(s));

@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "traces/trace_summary_report.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -44,7 +45,7 @@ HeadPairs brute_force(const std::vector<int32_t>& verticals, const std::vector<i
 }
 
 TEST(HeadPairs, MatchesBruteForce) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int round = 0; round < 300; ++round) {
     const int64_t n = 1 + static_cast<int64_t>(rng() % 200);
     const int64_t b = 1 + static_cast<int64_t>(rng() % 40);

@@ -19,6 +19,7 @@
 #include "tuner/export/chakra/chakra_stream.hpp"
 #include "tuner/export/chakra/et_def.pb.h"
 #include "tuner/export/plan_groups.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -141,7 +142,7 @@ void check_messages_match(const std::vector<RankNodes>& ranks, int64_t kv_bytes,
 }
 
 TEST(ChakraExport, FlatRingForwardAndBackward) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   test::PlanSpec spec;
   const test::TestPlan t(spec, 1, 4);
   const StepDurations durations = random_durations(t.plan, true, rng);
@@ -189,7 +190,7 @@ TEST(ChakraExport, FlatRingForwardAndBackward) {
 }
 
 TEST(ChakraExport, HierarchicalRingPostsTheOuterHopFirst) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   test::PlanSpec spec;
   spec.levels = {{2, "nvlink"}, {2, "infiniband"}};
   const test::TestPlan t(spec, 2, 2);
@@ -219,7 +220,7 @@ TEST(ChakraExport, HierarchicalRingPostsTheOuterHopFirst) {
 }
 
 TEST(ChakraExport, RandomHierarchiesNeverDeadlock) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const std::vector<std::vector<std::pair<int64_t, std::string>>> shapes = {
       {{8, "nvlink"}}, {{4, "nvlink"}, {2, "nvlink"}}, {{2, "nvlink"}, {1, "nvlink"}, {4, "nvlink"}},
       {{2, "nvlink"}, {2, "nvlink"}, {2, "nvlink"}}};

@@ -8,12 +8,13 @@
 
 #include "export_test_util.hpp"
 #include "tuner/export/token_permutation_file.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
 
 TEST(NpyFile, RoundTripsRandomMatrices) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 20; ++trial) {
     Int64Matrix m;
     m.rows = static_cast<int64_t>(rng() % 9);

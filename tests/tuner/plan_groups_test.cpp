@@ -9,6 +9,7 @@
 #include <set>
 
 #include "export_test_util.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -26,7 +27,7 @@ PlanConfig random_plan(std::mt19937_64& rng) {
 }
 
 TEST(PlanGroups, SlotsInvertTheRingOrder) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const PlanConfig plan = random_plan(rng);
   const std::vector<RankSlot> slots = rank_slots(plan);
   for (int64_t g = 0; g < plan.world_size(); ++g) {
@@ -37,7 +38,7 @@ TEST(PlanGroups, SlotsInvertTheRingOrder) {
 }
 
 TEST(PlanGroups, LevelRingsFollowTheLevelIndex) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const PlanConfig plan = random_plan(rng);
   const std::vector<RankSlot> slots = rank_slots(plan);
   for (size_t level = 0; level < plan.ring_levels.size(); ++level) {
@@ -68,7 +69,7 @@ TEST(PlanGroups, LevelRingsFollowTheLevelIndex) {
 }
 
 TEST(PlanGroups, HeadAndDataParallelGroups) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const PlanConfig plan = random_plan(rng);
   const std::vector<RankSlot> slots = rank_slots(plan);
   for (const auto& group : head_parallel_groups(plan)) {

@@ -13,12 +13,13 @@
 #include "export_test_util.hpp"
 #include "tuner/export/plan_groups.hpp"
 #include "tuner/export/torch_module_source.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
 
 TEST(TorchExport, PlanJsonHoldsGroupsNeighboursAndPermutation) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   test::PlanSpec spec;
   spec.context_parallel = 4;
   spec.head_parallel = 2;

@@ -62,7 +62,10 @@ def import_module(export_dir):
 def make_inputs(seq_len):
     import torch
 
-    gen = torch.Generator().manual_seed(SEED)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+    from test_seed import seed_for
+    # Every rank draws the same inputs: SEED, or a seed drawn from SPARSERING_TEST_SEED when set.
+    gen = torch.Generator().manual_seed(seed_for("torch_ring inputs", fixed=SEED))
     shape = (HEADS, seq_len, HEAD_DIM)  # (H, N, D)
     return [torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3)]
 

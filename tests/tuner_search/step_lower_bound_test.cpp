@@ -11,6 +11,7 @@
 #include "sim/work/pattern_set.hpp"
 #include "tests/tuner_search/tuner_test_inputs.hpp"
 #include "tuner/search/step_lower_bound.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -41,7 +42,7 @@ void check_bounds(const Inputs& s, int samples, uint64_t seed) {
   options.keep_ring_records = false;
   SimulationContext context;
   StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(sparsering::testing_support::fixed_seed(seed));
   std::uniform_int_distribution<size_t> pick(0, space.candidates.size() - 1);
   for (int k = 0; k < samples; ++k) {
     const Candidate& c = space.candidates[pick(rng)];

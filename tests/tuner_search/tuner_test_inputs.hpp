@@ -14,6 +14,7 @@
 #include "sim/config/model_config.hpp"
 #include "traces/synth/synthetic_trace.hpp"
 #include "traces/trace.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering::testing {
 
@@ -65,7 +66,8 @@ inline ClusterConfig test_cluster(int64_t nodes, int64_t gpus_per_node, double m
 
 /// A synthetic trace for `model` at `seq_len` tokens: random per-head budgets (seeded), so that
 /// heads differ in verticals and slashes; `vertical_scale` multiplies the vertical budgets.
-inline Trace tiny_trace(const ModelConfig& model, int64_t seq_len, uint64_t seed, int64_t vertical_scale = 1) {
+inline Trace tiny_trace(const ModelConfig& model, int64_t seq_len, uint64_t fixed, int64_t vertical_scale = 1) {
+  const uint64_t seed = sparsering::testing_support::fixed_seed(fixed);  // prints it; SPARSERING_TEST_SEED draws others
   std::mt19937_64 rng(seed);
   SparsityPrior prior;
   prior.name = "test";

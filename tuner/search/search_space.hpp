@@ -1,4 +1,4 @@
-// The plan space the tuner searches (design.md section 4) and its enumeration.
+// The plan space the tuner searches (docs/tuner.md section 1) and its enumeration.
 //
 // Dimensions, for a model, a cluster (all of its GPUs) and a sequence length N:
 //   degrees   head-parallel H (divides the query heads; divides or is a multiple of the KV heads,

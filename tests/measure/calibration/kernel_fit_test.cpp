@@ -9,6 +9,7 @@
 
 #include "tests/config/config_test_util.hpp"
 #include "measure/calibration/kernel_fit.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -26,7 +27,7 @@ std::vector<KernelSample> grid(const KernelCostCoefficients& c, double noise, st
 }
 
 TEST(KernelFit, RecoversExactCoefficientsWithoutNoise) {
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(sparsering::testing_support::fixed_seed(1));
   const KernelCostCoefficients truth{12.5, 0.0081, 0.0133};
   const KernelFit fit = fit_kernel_cost(grid(truth, 0.0, rng));
   EXPECT_NEAR(fit.coefficients.launch_us, truth.launch_us, 1e-6);
@@ -37,7 +38,7 @@ TEST(KernelFit, RecoversExactCoefficientsWithoutNoise) {
 }
 
 TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> pick(0.5, 2.0);
   for (int trial = 0; trial < 20; ++trial) {
     const KernelCostCoefficients truth{20.0 * pick(rng), 0.01 * pick(rng), 0.02 * pick(rng)};
@@ -55,7 +56,7 @@ TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
 TEST(KernelFit, RecoversAPerListCostWhenAsked) {
   // Launches of 1-48 tiles per list over 1K-32K lists, the shape of the benchmark grid; the
   // three-term form cannot absorb the per-list cost, the four-term form recovers it.
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::normal_distribution<double> jitter(0.0, 0.01);
   const KernelCostCoefficients truth{8.0, 0.0097, 0.0097};
   const double per_list = 0.03;

@@ -9,6 +9,7 @@
 #include "tests/config/config_test_util.hpp"
 #include "measure/calibration/link_fit.hpp"
 #include "sim/network/link_model.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -20,7 +21,7 @@ double true_bandwidth(int64_t bytes, double peak) {
 }
 
 TEST(LinkFit, RecoversLatencyAndReproducesEveryMeasuredSize) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> pick(0.5, 2.0);
   for (int trial = 0; trial < 10; ++trial) {
     const double latency = 8.0 * pick(rng);

@@ -7,12 +7,13 @@
 
 #include "tests/config/config_test_util.hpp"
 #include "measure/calibration/synthetic_index.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
 
 TEST(SyntheticIndex, ExactCountsOnRandomSpecs) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 40; ++trial) {
     SyntheticIndexSpec spec;
     spec.rows = static_cast<int32_t>(rng() % 4 + 1);
@@ -48,7 +49,7 @@ TEST(SyntheticIndex, ExactCountsOnRandomSpecs) {
 }
 
 TEST(SyntheticIndex, BandedListsShiftAlongDiagonalsAndShareAColumnPool) {
-  SyntheticIndexSpec spec{3, 64 * 40, 64 * 32, 64, 64, 4, 3, std::random_device{}(), true};
+  SyntheticIndexSpec spec{3, 64 * 40, 64 * 32, 64, 64, 4, 3, sparsering::testing_support::test_seed(), true};
   const SparseIndex index = make_synthetic_index(spec);
   ASSERT_NO_THROW(validate_sparse_index(index));
   const auto tiles_of = [&](size_t list) {

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "measure/validation/ring_rederive.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -44,7 +45,7 @@ void expect_same_run(const RingRun& a, const RingRun& b) {
 }
 
 TEST(RingRederive, RecoveredInputsReproduceRandomPasses) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const std::vector<std::vector<int64_t>> shapes = {{2}, {8}, {4, 2}, {2, 2, 2}, {1, 4}, {3, 5}};
   for (const auto& levels : shapes) {
     const RingSchedule schedule(levels);

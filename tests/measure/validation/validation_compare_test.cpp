@@ -19,6 +19,7 @@
 #include "sim/step/simulation.hpp"
 #include "traces/recall.hpp"
 #include "traces/safetensors_trace.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -132,7 +133,7 @@ TEST(ValidationCompare, SlowerKernelsGiveTheHandDerivedErrors) {
 }
 
 TEST(ValidationCompare, ErrorSummaryOnRandomCells) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> value(1.0, 100.0);
   std::vector<double> measured(101);
   std::vector<double> predicted(101);

@@ -1,7 +1,7 @@
-"""Captures sparsering traces (design.md 2.1) from real PyTorch models.
+"""Captures sparsering traces (docs/formats.md section 1) from real PyTorch models.
 
-The estimator of method.md section 2 runs on the post-RoPE queries and keys of every layer: the
-last `last_q` queries score all keys (causal, fp32 softmax), and each key column's and each
+The estimator of docs/method.md section 2 runs on the post-RoPE queries and keys of every layer: the
+last `last_q` queries score all keys (causal softmax, computed in float64), and each key column's and each
 diagonal offset's summed probability becomes a candidate with its share of the mass. Layers are
 streamed to the trace file as they are captured, so memory stays bounded at 128K+ tokens.
 

@@ -1,4 +1,4 @@
-"""From estimated masses to a trace's candidate slots (design.md 2.1), exactly as the C++
+"""From estimated masses to a trace's candidate slots (docs/formats.md section 1), exactly as the C++
 select_pattern_candidates (kernels/reference/pattern_candidates.hpp) does: the `slots` positions
 of largest mass, ties broken by the smaller position, zero masses never kept; each kept position
 carries its share = mass / (sum of the whole vector, in float64); -1 / 0 pad the rest. Tested in

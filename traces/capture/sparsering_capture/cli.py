@@ -197,7 +197,7 @@ def main(argv=None):
             raise InputError(f"{args.out} already exists; pass --force to overwrite it")
         vertical_slots, slash_slots = _slots(args)
         if args.device.startswith("cuda"):
-            torch.backends.cuda.matmul.allow_tf32 = False  # the estimator's scores are plain fp32
+            torch.backends.cuda.matmul.allow_tf32 = False  # plain fp32 matmuls in the model
             torch.cuda.reset_peak_memory_stats()
         shape = (_capture_from_dump if args.qk else _capture_from_model)(args, vertical_slots, slash_slots)
     except (InputError, FileExistsError) as e:

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/yaml_reader.hpp"
 #include "sim/config/config_ref.hpp"
-#include "sim/config/yaml_reader.hpp"
 
 namespace sparsering {
 namespace {

@@ -1,7 +1,6 @@
-// Safetensors reading and writing for traces. The reader is written for hostile input: every
-// length and offset is checked against the buffer before use, integer products are checked for
-// overflow, the JSON nesting depth is bounded before parsing, and tensor bytes are copied with
-// memcpy only after the whole header has been validated.
+// Safetensors reading and writing for traces. Reading is written for hostile input: the container
+// reader (traces/safetensors_file.hpp) validates the whole header before any tensor byte is
+// copied, and the trace checks here run before validate_trace() looks at the values.
 #include "traces/safetensors_trace.hpp"
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "traces/safetensors_file.hpp"
 
 namespace sparsering {
 namespace {
@@ -27,24 +27,8 @@ static_assert(std::endian::native == std::endian::little,
 using Json = nlohmann::json;
 
 constexpr const char* kFormatName = "sparsering-trace";
-constexpr int kMaxJsonDepth = 8;  // a valid header nests 3 deep: {tensor: {shape: [...]}}
 constexpr int64_t kMaxDimension = int64_t{1} << 31;
 constexpr int64_t kMaxLayersOrHeads = 1 << 16;
-
-const std::map<std::string, int64_t>& dtype_sizes() {
-  static const std::map<std::string, int64_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
-      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
-  return sizes;
-}
-
-struct TensorEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin = 0;  // byte offsets into the data section
-  uint64_t end = 0;
-};
 
 // ---- writing ---------------------------------------------------------------------------------
 
@@ -90,36 +74,20 @@ std::string header_json(const Trace& trace) {
   return text;
 }
 
-// ---- reading ---------------------------------------------------------------------------------
+// ---- reading ----------------------------------------------------------------------------------
 
+// The container checks (header, entries, tiling, metadata strings) are SafetensorsFile's; this
+// reader adds what makes a container a trace: the metadata keys, the five tensors and their
+// agreeing shapes, and validate_trace().
 class Reader {
  public:
-  Reader(std::span<const std::byte> bytes, std::string_view name) : bytes_(bytes), name_(name) {}
+  Reader(std::span<const std::byte> bytes, std::string_view name) : file_(SafetensorsFile::parse(bytes, name)) {}
 
-  Trace parse() {
-    const std::string_view header = header_text();
-    check_depth(header);
-    Json root;
-    try {
-      root = Json::parse(header.begin(), header.end());
-    } catch (const Json::exception& e) {
-      fail("JSON header does not parse: ", e.what());
-    }
-    if (!root.is_object()) fail("JSON header must be an object, got ", root.type_name());
-    std::vector<TensorEntry> entries;
-    const Json* metadata = nullptr;
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      if (it.key() == "__metadata__") {
-        metadata = &it.value();
-      } else {
-        entries.push_back(tensor_entry(it.key(), it.value()));
-      }
-    }
-    check_tiling(entries);
+  Trace parse() const {
     Trace trace;
-    if (metadata == nullptr) fail("has no __metadata__ entry; not a sparsering trace");
-    read_metadata(*metadata, trace.metadata);
-    read_tensors(entries, trace);
+    if (!file_.metadata()) fail("has no __metadata__ entry; not a sparsering trace");
+    read_metadata(*file_.metadata(), trace.metadata);
+    read_tensors(trace);
     try {
       validate_trace(trace);
     } catch (const InputError& e) {
@@ -131,129 +99,7 @@ class Reader {
  private:
   template <typename... Args>
   [[noreturn]] void fail(Args&&... message) const {
-    throw InputError(str(name_, ": ", std::forward<Args>(message)...));
-  }
-
-  std::string_view header_text() {
-    if (bytes_.size() < 8) fail("file is ", bytes_.size(), " bytes, too short for the 8-byte header length");
-    uint64_t header_bytes = 0;
-    std::memcpy(&header_bytes, bytes_.data(), 8);
-    if (header_bytes == 0) fail("header length is 0");
-    if (header_bytes > kMaxTraceHeaderBytes) {
-      fail("header length ", header_bytes, " bytes exceeds the limit of ", kMaxTraceHeaderBytes, " bytes");
-    }
-    if (header_bytes > bytes_.size() - 8) {
-      fail("header length ", header_bytes, " bytes runs past the end of the file (", bytes_.size(), " bytes)");
-    }
-    data_ = bytes_.subspan(8 + header_bytes);
-    return {reinterpret_cast<const char*>(bytes_.data()) + 8, static_cast<size_t>(header_bytes)};
-  }
-
-  // Bounds the nesting depth before the JSON parser sees the text, so deep nesting cannot exhaust
-  // the stack in the parser or in the destructor of the parsed value.
-  void check_depth(std::string_view text) const {
-    int depth = 0;
-    bool in_string = false;
-    bool escaped = false;
-    for (const char c : text) {
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-        } else if (c == '\\') {
-          escaped = true;
-        } else if (c == '"') {
-          in_string = false;
-        }
-        continue;
-      }
-      if (c == '"') {
-        in_string = true;
-      } else if (c == '[' || c == '{') {
-        if (++depth > kMaxJsonDepth) fail("JSON header nests deeper than ", kMaxJsonDepth, " levels");
-      } else if (c == ']' || c == '}') {
-        --depth;
-      }
-    }
-  }
-
-  static bool as_non_negative(const Json& value, uint64_t& out) {
-    if (!value.is_number_unsigned() && !value.is_number_integer()) return false;
-    if (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() < 0) return false;
-    out = value.get<uint64_t>();
-    return true;
-  }
-
-  TensorEntry tensor_entry(const std::string& name, const Json& info) const {
-    if (!info.is_object()) fail("tensor '", name, "': entry must be an object, got ", info.type_name());
-    for (auto it = info.begin(); it != info.end(); ++it) {
-      if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets") {
-        fail("tensor '", name, "': unknown key '", it.key(), "' (expected dtype, shape, data_offsets)");
-      }
-    }
-    TensorEntry entry;
-    entry.name = name;
-    const auto dtype = info.find("dtype");
-    if (dtype == info.end() || !dtype->is_string()) fail("tensor '", name, "': dtype is missing or not a string");
-    entry.dtype = dtype->get<std::string>();
-    const auto size = dtype_sizes().find(entry.dtype);
-    if (size == dtype_sizes().end()) fail("tensor '", name, "': unknown dtype '", entry.dtype, "'");
-
-    const auto shape = info.find("shape");
-    if (shape == info.end() || !shape->is_array()) fail("tensor '", name, "': shape is missing or not a list");
-    if (shape->size() > 8) fail("tensor '", name, "': shape has ", shape->size(), " dimensions (at most 8)");
-    uint64_t elements = 1;
-    for (const auto& dim : *shape) {
-      uint64_t value = 0;
-      if (!as_non_negative(dim, value) || value >= static_cast<uint64_t>(kMaxDimension)) {
-        fail("tensor '", name, "': shape ", shape->dump(), " has a dimension that is not an integer in [0, 2^31)");
-      }
-      entry.shape.push_back(static_cast<int64_t>(value));
-      if (__builtin_mul_overflow(elements, value, &elements) || elements > data_.size())
-        fail("tensor '", name, "': shape ", shape->dump(), " needs more bytes than the file has");
-    }
-
-    const auto offsets = info.find("data_offsets");
-    if (offsets == info.end() || !offsets->is_array() || offsets->size() != 2 ||
-        !as_non_negative((*offsets)[0], entry.begin) || !as_non_negative((*offsets)[1], entry.end)) {
-      fail("tensor '", name, "': data_offsets must be a list of two non-negative integers");
-    }
-    if (entry.begin > entry.end)
-      fail("tensor '", name, "': data_offsets [", entry.begin, ", ", entry.end, "] are reversed");
-    if (entry.end > data_.size()) {
-      fail("tensor '", name, "': data_offsets end ", entry.end, " lies past the data section (", data_.size(),
-           " bytes)");
-    }
-    const uint64_t expected = elements * static_cast<uint64_t>(size->second);
-    if (entry.end - entry.begin != expected) {
-      fail("tensor '", name, "': data_offsets [", entry.begin, ", ", entry.end, "] span ", entry.end - entry.begin,
-           " bytes, but dtype ", entry.dtype, " and shape ", shape->dump(), " need ", expected);
-    }
-    return entry;
-  }
-
-  // The tensors must cover the data section exactly, like the safetensors library requires.
-  void check_tiling(std::vector<TensorEntry>& entries) const {
-    std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
-    uint64_t position = 0;
-    const TensorEntry* previous = nullptr;
-    for (const auto& entry : entries) {
-      if (entry.begin < position) {
-        fail("tensors '", previous->name, "' and '", entry.name, "' overlap ('", previous->name, "' ends at byte ",
-             position, ", '", entry.name, "' begins at ", entry.begin, ")");
-      }
-      if (entry.begin > position) {
-        fail("bytes [", position, ", ", entry.begin, ") of the data section belong to no tensor (before '", entry.name,
-             "')");
-      }
-      position = entry.end;
-      previous = &entry;
-    }
-    if (position != data_.size()) {
-      fail("the data section has ", data_.size() - position, " bytes after the last tensor (tensors end at ", position,
-           ", data is ", data_.size(), " bytes)");
-    }
+    file_.fail(std::forward<Args>(message)...);
   }
 
   int64_t metadata_int(const std::map<std::string, std::string>& values, const char* key) const {
@@ -268,14 +114,7 @@ class Reader {
     return value;
   }
 
-  void read_metadata(const Json& metadata, TraceMetadata& out) const {
-    if (!metadata.is_object()) fail("__metadata__ must be an object of strings, got ", metadata.type_name());
-    std::map<std::string, std::string> values;
-    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
-      if (!it.value().is_string())
-        fail("__metadata__ '", it.key(), "' must be a string (safetensors metadata holds strings only)");
-      values[it.key()] = it.value().get<std::string>();
-    }
+  void read_metadata(const std::map<std::string, std::string>& values, TraceMetadata& out) const {
     const auto format = values.find("format");
     if (format == values.end() || format->second != kFormatName) {
       fail("__metadata__ 'format' must be '", kFormatName, "', got ",
@@ -289,8 +128,8 @@ class Reader {
     for (const char* key : {"model", "source"}) {
       if (values.count(key) == 0) fail("__metadata__ has no '", key, "'");
     }
-    out.model = values["model"];
-    out.source = values["source"];
+    out.model = values.at("model");
+    out.source = values.at("source");
     out.last_q = metadata_int(values, "last_q");
     out.block_q = metadata_int(values, "block_q");
     out.block_k = metadata_int(values, "block_k");
@@ -305,33 +144,18 @@ class Reader {
     }
   }
 
-  const TensorEntry& find(const std::vector<TensorEntry>& entries, const char* name, const char* dtype,
-                          size_t rank) const {
-    const auto it = std::find_if(entries.begin(), entries.end(), [&](const TensorEntry& e) { return e.name == name; });
-    if (it == entries.end()) fail("required tensor '", name, "' is missing");
-    if (it->dtype != dtype) fail("tensor '", name, "' has dtype ", it->dtype, ", expected ", dtype);
-    if (it->shape.size() != rank) fail("tensor '", name, "' has ", it->shape.size(), " dimensions, expected ", rank);
-    return *it;
-  }
-
-  template <typename T>
-  void copy(const TensorEntry& entry, std::vector<T>& out) const {
-    out.resize(static_cast<size_t>((entry.end - entry.begin) / sizeof(T)));
-    if (!out.empty()) std::memcpy(out.data(), data_.data() + entry.begin, static_cast<size_t>(entry.end - entry.begin));
-  }
-
   static std::string shape_text(const std::vector<int64_t>& shape) {
     std::string text = "[";
     for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
     return text + "]";
   }
 
-  void read_tensors(const std::vector<TensorEntry>& entries, Trace& trace) const {
-    const auto& vertical_index = find(entries, "vertical.index", "I32", 4);
-    const auto& vertical_mass = find(entries, "vertical.mass", "F32", 4);
-    const auto& slash_offset = find(entries, "slash.offset", "I32", 4);
-    const auto& slash_mass = find(entries, "slash.mass", "F32", 4);
-    const auto& seq_len = find(entries, "sample.seq_len", "I64", 1);
+  void read_tensors(Trace& trace) const {
+    const auto& vertical_index = file_.require_tensor("vertical.index", "I32", 4);
+    const auto& vertical_mass = file_.require_tensor("vertical.mass", "F32", 4);
+    const auto& slash_offset = file_.require_tensor("slash.offset", "I32", 4);
+    const auto& slash_mass = file_.require_tensor("slash.mass", "F32", 4);
+    const auto& seq_len = file_.require_tensor("sample.seq_len", "I64", 1);
     if (vertical_mass.shape != vertical_index.shape) {
       fail("tensor 'vertical.mass' has shape ", shape_text(vertical_mass.shape), " but 'vertical.index' has ",
            shape_text(vertical_index.shape));
@@ -366,16 +190,14 @@ class Reader {
     if (trace.vertical_candidates + trace.slash_candidates < 1) {
       fail("tensors 'vertical.index' and 'slash.offset' both have 0 candidate slots");
     }
-    copy(vertical_index, trace.vertical_index);
-    copy(vertical_mass, trace.vertical_mass);
-    copy(slash_offset, trace.slash_offset);
-    copy(slash_mass, trace.slash_mass);
-    copy(seq_len, trace.sample_seq_len);
+    trace.vertical_index = file_.read<int32_t>(vertical_index);
+    trace.vertical_mass = file_.read<float>(vertical_mass);
+    trace.slash_offset = file_.read<int32_t>(slash_offset);
+    trace.slash_mass = file_.read<float>(slash_mass);
+    trace.sample_seq_len = file_.read<int64_t>(seq_len);
   }
 
-  std::span<const std::byte> bytes_;
-  std::span<const std::byte> data_;
-  std::string name_;
+  SafetensorsFile file_;
 };
 
 void write_validated(std::ostream& out, const Trace& trace) {

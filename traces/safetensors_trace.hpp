@@ -7,13 +7,13 @@
 //
 // Container: 8-byte little-endian header length n, n bytes of JSON (padded with spaces to a
 // multiple of 8, as Python's safetensors writes it), then the raw little-endian tensor bytes.
-// The reader checks everything before it touches tensor data: header length (at most 100 MiB and
-// inside the file), JSON syntax and nesting, each entry's keys, dtype, shape and data_offsets, that
-// the tensors tile the data section exactly (in offset order, no gap, no overlap, nothing after),
-// the required tensors' dtypes and agreeing shapes, the metadata, and finally validate_trace().
-// Tensors with other names are checked like the rest and then ignored, so tools may add their
-// own tensors. Metadata keys other than the ones above are kept in provenance under their own name.
-// Every failure is an InputError that starts with the file name and names the tensor or key.
+// The reader checks everything before it touches tensor data: first the container
+// (traces/safetensors_file.hpp: header length, JSON, each entry's dtype, shape and data_offsets,
+// exact tiling of the data section, metadata strings), then the required tensors' dtypes and
+// agreeing shapes, the metadata, and finally validate_trace(). Tensors with other names are
+// checked like the rest and then ignored, so tools may add their own tensors. Metadata keys other
+// than the ones above are kept in provenance under their own name. Every failure is an InputError
+// that starts with the file name and names the tensor or key.
 // Tested in tests/traces/safetensors_trace_test.cpp and fuzzed by tests/fuzz/trace_reader_fuzz.cpp.
 #pragma once
 
@@ -25,12 +25,13 @@
 #include <string>
 #include <string_view>
 
+#include "traces/safetensors_file.hpp"
 #include "traces/trace.hpp"
 
 namespace sparsering {
 
-/// Largest JSON header the reader accepts (bytes). Real headers are a few hundred bytes.
-inline constexpr uint64_t kMaxTraceHeaderBytes = uint64_t{100} << 20;
+/// Largest JSON header the reader accepts (bytes): the container reader's limit.
+inline constexpr uint64_t kMaxTraceHeaderBytes = kMaxSafetensorsHeaderBytes;
 
 /// Validates `trace` and writes it in the format above to `out` (binary stream).
 void write_trace(std::ostream& out, const Trace& trace);

@@ -4,9 +4,10 @@
 // traces/capture/sparsering_capture/qk_dump.py and docs/capture.md), candidates selected with
 // select_pattern_candidates (kernels/reference/pattern_candidates.hpp) and the trace written with
 // the C++ writer. The dump is read one (sample, layer) at a time, so host and GPU memory hold one
-// layer's Q/K and masses. Every manifest field and tensor header is checked before use; errors
-// are InputErrors naming the file and field. Tested against the Python capture on the same dump by
-// tests/capture/agreement_test.py (label gpu).
+// layer's Q/K and masses. Every manifest field is checked before use, and every layer file is
+// read through the safetensors container reader (traces/safetensors_file.hpp) with its header
+// checked before the GPU is touched; errors are InputErrors naming the file and field. Tested
+// against the Python capture on the same dump by tests/capture/agreement_test.py (label gpu).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "kernels/cuda/estimate_pattern.hpp"
 #include "kernels/reference/pattern_candidates.hpp"
 #include "core/token_layout.hpp"
+#include "traces/safetensors_file.hpp"
 #include "traces/safetensors_trace.hpp"
 #include "traces/trace.hpp"
 
@@ -39,8 +41,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr uint64_t kMaxDumpHeaderBytes = uint64_t{100} << 20;
 
 struct CaptureOptions {
   std::string qk_dir;
@@ -134,71 +134,18 @@ DumpManifest read_manifest(const fs::path& dir) {
   return m;
 }
 
-/// Where one BF16 tensor lies in a safetensors file (absolute byte offset and length).
-struct TensorLocation {
-  uint64_t begin_byte = 0;
-  uint64_t bytes = 0;
-};
-
-/// Parses the header of a safetensors file and locates tensor `name`, which must be BF16 of
-/// shape `expected` with its bytes inside the file. Reads no tensor data.
-TensorLocation locate_bf16_tensor(const fs::path& path, const std::string& name, const std::vector<int64_t>& expected) {
-  const std::string where = path.string();
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), where, ": cannot open");
-  in.seekg(0, std::ios::end);
-  const auto file_bytes = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  require(file_bytes >= 8, where, ": ", file_bytes, " bytes, too short for the header length");
-  unsigned char length_bytes[8] = {};
-  in.read(reinterpret_cast<char*>(length_bytes), 8);
-  uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | length_bytes[i];
-  require(header_bytes > 0 && header_bytes <= kMaxDumpHeaderBytes && header_bytes <= file_bytes - 8, where,
-          ": header length ", header_bytes, " is 0, too large or past the end of the file");
-  std::string text(static_cast<size_t>(header_bytes), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(header_bytes));
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InputError(str(where, ": JSON header does not parse: ", e.what()));
-  }
-  require(header.is_object() && header.contains(name), where, ": has no tensor '", name, "'");
-  const json& info = header[name];
-  require(info.is_object() && info.value("dtype", json()) == "BF16", where, ": tensor '", name, "' must be BF16");
-  const auto shape = info.find("shape");
-  require(shape != info.end() && shape->is_array() && shape->size() == expected.size(), where, ": tensor '", name,
-          "' must have ", expected.size(), " dimensions");
-  uint64_t elements = 1;
+/// The BF16 tensor `name` of a dump layer file, checked to have shape `expected` (from
+/// qk_dump.json). The container itself was validated when `file` was opened.
+const SafetensorsTensor& dump_tensor(const SafetensorsFile& file, const char* name,
+                                     const std::vector<int64_t>& expected) {
+  const SafetensorsTensor& tensor = file.require_tensor(name, "BF16", expected.size());
   for (size_t d = 0; d < expected.size(); ++d) {
-    const json& extent = (*shape)[d];
-    require(extent.is_number_integer() && extent.get<int64_t>() == expected[d], where, ": tensor '", name,
-            "' dimension ", d, " is ", extent.dump(), ", expected ", expected[d], " (from qk_dump.json)");
-    elements *= static_cast<uint64_t>(expected[d]);
+    if (tensor.shape[d] != expected[d]) {
+      file.fail("tensor '", name, "' dimension ", d, " is ", tensor.shape[d], ", expected ", expected[d],
+                " (from qk_dump.json)");
+    }
   }
-  const auto offsets = info.find("data_offsets");
-  require(offsets != info.end() && offsets->is_array() && offsets->size() == 2 && (*offsets)[0].is_number_unsigned() &&
-              (*offsets)[1].is_number_unsigned(),
-          where, ": tensor '", name, "' data_offsets must be two non-negative integers");
-  const auto begin = (*offsets)[0].get<uint64_t>();
-  const auto end = (*offsets)[1].get<uint64_t>();
-  const uint64_t data_bytes = file_bytes - 8 - header_bytes;
-  require(begin <= end && end <= data_bytes && end - begin == elements * 2, where, ": tensor '", name,
-          "' data_offsets [", begin, ", ", end, "] do not match its shape or lie past the end of the file");
-  return {8 + header_bytes + begin, end - begin};
-}
-
-/// Reads a tensor located by locate_bf16_tensor.
-std::vector<bf16_bits> read_bf16_tensor(const fs::path& path, const std::string& name,
-                                        const std::vector<int64_t>& expected) {
-  const TensorLocation at = locate_bf16_tensor(path, name, expected);
-  std::ifstream in(path, std::ios::binary);
-  std::vector<bf16_bits> values(static_cast<size_t>(at.bytes / 2));
-  in.seekg(static_cast<std::streamoff>(at.begin_byte));
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(at.bytes));
-  require(in.good(), path.string(), ": short read of tensor '", name, "'");
-  return values;  // little-endian file read on a little-endian host
+  return tensor;
 }
 
 struct LayerMasses {
@@ -249,9 +196,9 @@ void run_capture(const CaptureOptions& options, const GlobalOptions& global) {
   // Every layer file's header is checked before the GPU is touched: a broken dump fails at once.
   for (const DumpSample& sample : m.samples) {
     for (const std::string& name : sample.files) {
-      const fs::path file = fs::path(options.qk_dir) / name;
-      (void)locate_bf16_tensor(file, "q_last", {m.q_heads, m.last_q, m.head_dim});
-      (void)locate_bf16_tensor(file, "k", {m.kv_heads, sample.seq_len_tokens, m.head_dim});
+      const SafetensorsFile file = SafetensorsFile::open(fs::path(options.qk_dir) / name);
+      (void)dump_tensor(file, "q_last", {m.q_heads, m.last_q, m.head_dim});
+      (void)dump_tensor(file, "k", {m.kv_heads, sample.seq_len_tokens, m.head_dim});
     }
   }
 
@@ -292,9 +239,11 @@ void run_capture(const CaptureOptions& options, const GlobalOptions& global) {
     const int64_t n = sample.seq_len_tokens;
     trace.sample_seq_len.push_back(n);
     for (int64_t l = 0; l < m.layers; ++l) {
-      const fs::path file = fs::path(options.qk_dir) / sample.files[static_cast<size_t>(l)];
-      const auto q_last = read_bf16_tensor(file, "q_last", {m.q_heads, m.last_q, m.head_dim});
-      const auto keys = read_bf16_tensor(file, "k", {m.kv_heads, n, m.head_dim});
+      const SafetensorsFile file =
+          SafetensorsFile::open(fs::path(options.qk_dir) / sample.files[static_cast<size_t>(l)]);
+      // The file's byte order is little-endian, as is every host the kernels run on.
+      const auto q_last = file.read<bf16_bits>(dump_tensor(file, "q_last", {m.q_heads, m.last_q, m.head_dim}));
+      const auto keys = file.read<bf16_bits>(dump_tensor(file, "k", {m.kv_heads, n, m.head_dim}));
       const LayerMasses masses = estimate_layer(m, n, q_last, keys, stream);
       for (int64_t h = 0; h < m.q_heads; ++h) {
         const auto head = static_cast<size_t>(h * n);

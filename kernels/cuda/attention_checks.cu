@@ -1,42 +1,43 @@
-// Implementation of the kernels' can_implement checks (see attention_checks.hpp). Plain host
-// code; compiled by nvcc only because it lives beside the kernels it guards.
+// Implementation of the kernels' launch checks (see attention_checks.hpp): the support rules of
+// core/kernel_support.hpp plus the consistency of this launch's index, layout and pointers. Plain
+// host code; compiled by nvcc only because it lives beside the kernels it guards.
 #include "kernels/cuda/attention_checks.hpp"
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "common/error.hpp"
+#include "core/kernel_support.hpp"
 
 namespace sparsering {
 
 void check_sparse_attention_problem(const AttentionShape& shape, const RingPosition& position,
                                     const SparseIndexView& index, float softmax_scale) {
   require(shape.batch >= 1, "shape.batch must be >= 1, got ", shape.batch);
-  require(shape.q_heads >= 1, "shape.q_heads must be >= 1, got ", shape.q_heads);
-  require(shape.kv_heads >= 1 && shape.q_heads % shape.kv_heads == 0, "shape.kv_heads must divide shape.q_heads (",
-          shape.q_heads, "), got ", shape.kv_heads);
-  require(shape.head_dim == 64 || shape.head_dim == 128, "shape.head_dim must be 64 or 128 for the CUDA kernels, got ",
-          shape.head_dim);
+  // What the kernels can run at all is core/kernel_support.hpp's rule, shared with plan parsing
+  // and the tuner; the checks around it are about this launch's arguments.
+  const auto require_supported = [](const std::optional<std::string>& why) {
+    if (why) throw InputError(*why);
+  };
+  require_supported(head_ratio_unsupported(shape.q_heads, shape.kv_heads, "shape.q_heads", "shape.kv_heads"));
+  require_supported(head_dim_unsupported(shape.head_dim, "shape.head_dim"));
   require(shape.q_len >= 0 && shape.kv_len >= 0, "shape.q_len and shape.kv_len must be >= 0, got ", shape.q_len,
           " and ", shape.kv_len);
-  require(shape.kv_len < (int64_t{1} << 31), "shape.kv_len must be < 2^31 (int32 column indices), got ", shape.kv_len);
-  require(index.block_q >= 64 && index.block_q % 64 == 0, "index.block_q must be a positive multiple of 64, got ",
-          index.block_q);
-  require(index.block_k >= 64 && index.block_k % 64 == 0, "index.block_k must be a positive multiple of 64, got ",
-          index.block_k);
+  require_supported(token_count_unsupported(shape.kv_len, "shape.kv_len"));
+  require_supported(block_size_unsupported(index.block_q, "index.block_q"));
+  require_supported(block_size_unsupported(index.block_k, "index.block_k"));
   require(int64_t{index.rows} == int64_t{shape.batch} * shape.q_heads, "index.rows (", index.rows,
           ") must equal batch x q_heads (", int64_t{shape.batch} * shape.q_heads, ")");
   const int64_t q_blocks = (shape.q_len + index.block_q - 1) / index.block_q;
   require(index.q_blocks == q_blocks, "index.q_blocks (", index.q_blocks, ") must equal ceil(q_len / block_q) = ",
           q_blocks);
-  require(q_blocks * (index.block_q / 64) <= 65535, "q_len ", shape.q_len, " needs more than 65535 64-row query tiles");
+  require_supported(query_tiles_unsupported(shape.q_len, index.block_q, "shape.q_len"));
   require(index.rows <= 0 || (index.tile_offsets != nullptr && index.column_offsets != nullptr),
           "index.tile_offsets and index.column_offsets must be set");
   const TokenLayout& layout = position.layout;
-  require(layout.ranks() >= 1 && layout.seq_len_tokens() > 0, "position.layout must be a valid layout (ranks ",
-          layout.ranks(), ", seq_len_tokens ", layout.seq_len_tokens(), ")");
-  require(layout.seq_len_tokens() < (int64_t{1} << 31), "position.layout.seq_len_tokens must be < 2^31 (int32 global ",
-          "positions in the kernels), got ", layout.seq_len_tokens());
+  require_supported(token_count_unsupported(layout.seq_len_tokens(), "position.layout.seq_len_tokens"));
   require(position.q_rank >= 0 && position.q_rank < layout.ranks(), "position.q_rank must be in [0, ", layout.ranks(),
           "), got ", position.q_rank);
   require(position.kv_rank >= 0 && position.kv_rank < layout.ranks(), "position.kv_rank must be in [0, ", layout.ranks(),

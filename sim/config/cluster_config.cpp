@@ -3,8 +3,8 @@
 #include "sim/config/cluster_config.hpp"
 
 #include "common/error.hpp"
+#include "common/yaml_reader.hpp"
 #include "sim/config/config_ref.hpp"
-#include "sim/config/yaml_reader.hpp"
 
 namespace sparsering {
 namespace {

@@ -3,7 +3,7 @@
 #include "sim/config/model_config.hpp"
 
 #include "common/error.hpp"
-#include "sim/config/yaml_reader.hpp"
+#include "common/yaml_reader.hpp"
 
 namespace sparsering {
 namespace {

@@ -5,8 +5,9 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/yaml_reader.hpp"
+#include "core/kernel_support.hpp"
 #include "sim/config/config_ref.hpp"
-#include "sim/config/yaml_reader.hpp"
 
 namespace sparsering {
 namespace {
@@ -22,9 +23,26 @@ constexpr int64_t kMaxIndexEntries = (int64_t{1} << 31) - 1;
 
 bool is_power_of_two(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
 
+constexpr int64_t kMinBlockTokens = 16;
+constexpr int64_t kMaxBlockTokens = 512;
+
+/// The block sizes a plan may name: powers of two in [16, 512] that the CUDA kernels run.
+std::string supported_block_sizes() {
+  std::string list;
+  for (int64_t block = kMinBlockTokens; block <= kMaxBlockTokens; block *= 2) {
+    if (is_supported_block_size(block)) list += str(list.empty() ? "" : ", ", block);
+  }
+  return list;
+}
+
 int64_t read_block(yaml::MapReader& map, std::string_view key, int64_t fallback) {
-  const int64_t value = map.optional_int(key, fallback, 16, 512);
+  const int64_t value = map.optional_int(key, fallback, kMinBlockTokens, kMaxBlockTokens);
   require(is_power_of_two(value), map.key_path(key), " must be a power of two in [16, 512], got ", value);
+  // A plan is meant to run: refuse here what the kernels would refuse at launch.
+  if (const auto why = block_size_unsupported(value, map.key_path(key))) {
+    throw InputError(str(*why, ": the CUDA attention kernels run ", kKernelTileTokens,
+                         "-token tiles; supported block sizes: ", supported_block_sizes()));
+  }
   return value;
 }
 

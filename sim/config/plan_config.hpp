@@ -39,8 +39,8 @@ struct RingLevel {
 /// Dynamic sparse attention settings (docs/method.md sections 2-3).
 struct SparseSettings {
   bool enabled = true;          ///< false = dense ring attention
-  int64_t block_q = 64;         ///< query block (tokens)
-  int64_t block_k = 64;         ///< key tile (tokens)
+  int64_t block_q = 64;         ///< query block (tokens): 64, 128, 256 or 512 (core/kernel_support.hpp)
+  int64_t block_k = 64;         ///< key tile (tokens): 64, 128, 256 or 512
   double recall = 0.95;         ///< top-p mass target for verticals and slashes, in (0, 1]
   int64_t max_verticals = 4096; ///< cap on kept vertical columns per head
   int64_t max_slashes = 4096;   ///< cap on kept slash offsets per head
@@ -101,7 +101,8 @@ struct PlanConfig {
 
 /// Parses a plan and checks everything the plan alone determines: degrees, level sizes (product ==
 /// context_parallel), ring_order (a permutation of 0 .. world-1), token layout divisibility (through
-/// make_token_layout), sparse settings, prediction. Does not load the model or cluster.
+/// make_token_layout), sparse settings (block sizes the CUDA kernels support, core/kernel_support.hpp),
+/// prediction. Does not load the model or cluster.
 /// Errors are InputError prefixed with `source_name`, naming the key path and value.
 PlanConfig parse_plan(const std::string& yaml_text, std::string_view source_name);
 

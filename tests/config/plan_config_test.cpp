@@ -156,8 +156,8 @@ PlanConfig random_plan(std::mt19937_64& rng) {
   plan.layout = make_token_layout(kinds[rng() % 3], plan.seq_len_tokens, static_cast<int32_t>(plan.context_parallel), 64);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   plan.sparse.enabled = rng() % 2;
-  plan.sparse.block_q = int64_t{16} << (rng() % 4);
-  plan.sparse.block_k = int64_t{16} << (rng() % 4);
+  plan.sparse.block_q = int64_t{64} << (rng() % 4);  // the block sizes the kernels support
+  plan.sparse.block_k = int64_t{64} << (rng() % 4);
   plan.sparse.recall = 1.0 - unit(rng) * 0.5;
   plan.sparse.max_verticals = 1 + static_cast<int64_t>(rng() % 10000);
   plan.sparse.max_slashes = 1 + static_cast<int64_t>(rng() % 10000);
@@ -286,6 +286,16 @@ TEST(PlanConfig, RejectsBadValuesNamingKeyPathAndValue) {
   // Sparse settings.
   expect_input_error([&] { parse(test::with_value(kPlan, "block_q", "96")); },
                      {"plan.sparse.block_q must be a power of two in [16, 512], got 96"});
+  // Block sizes the CUDA kernels would refuse at launch are refused here, naming the supported ones.
+  expect_input_error([&] { parse(test::with_value(kPlan, "block_q", "32")); },
+                     {"p.yaml: plan.sparse.block_q must be a positive multiple of 64, got 32",
+                      "supported block sizes: 64, 128, 256, 512"});
+  expect_input_error([&] { parse(test::with_value(kPlan, "block_q", "16")); }, {"plan.sparse.block_q", "got 16"});
+  expect_input_error([&] { parse(kPlan + "  block_k: 32\n"); },
+                     {"plan.sparse.block_k must be a positive multiple of 64, got 32", "64, 128, 256, 512"});
+  for (const char* block : {"64", "128", "256", "512"}) {
+    EXPECT_EQ(parse_plan(test::with_value(kPlan, "block_q", block), "p.yaml").sparse.block_q, std::stoll(block));
+  }
   expect_input_error([&] { parse(test::with_value(kPlan, "recall", "0")); }, {"plan.sparse.recall must be in (0, 1], got 0"});
   expect_input_error([&] { parse(test::with_value(kPlan, "recall", "1.01")); }, {"plan.sparse.recall", "got 1.01"});
   expect_input_error([&] { parse(test::with_value(test::with_value(kPlan, "seq_len_tokens", "1024"), "last_q", "2048")); },

@@ -88,7 +88,7 @@ TEST(SparsityPrior, ParsesAndNamesKeyPaths) {
   };
   const std::pair<std::string, std::string> cases[] = {
       {replaced("[30, 40, 0.95]", "[30, -40, 0.95]"),
-       "p.yaml: budgets[0][1][1] must be an integer in [0, 2147483647], got '-40'"},
+       "p.yaml: budgets[0][1][1] must be an integer in [0, 2147483647], got -40"},
       {replaced("[30, 40, 0.95]", "[30, 40, 1.5]"), "budgets[0][1][2] is a recall"},
       {replaced("[30, 40, 0.95]", "[30, 40]"), "budgets[0][1] must be [vertical_budget, slash_budget, score]"},
       {replaced("[30, 40, 0.95]", "[30, x, 0.95]"), "budgets[0][1][1] must be an integer"},
@@ -96,11 +96,11 @@ TEST(SparsityPrior, ParsesAndNamesKeyPaths) {
       {replaced("layers: 2", "layers: 3"), "budgets has 2 layers, but layers is 3"},
       {replaced("layers: 2", "layers: 0"), "layers must be an integer in [1, 4096]"},
       {replaced("name: tiny", "name: ti/ny"), "name must be"},
-      {replaced("name: tiny", "nmae: tiny"), "nmae is not a known key"},
-      {replaced("score_kind: recall", "score_kind: maybe"), "score_kind must be 'recall' or 'raw'"},
-      {replaced("source: test\n", ""), "source is missing"},
-      {"budgets: [", "not valid YAML"},
-      {"- 1\n- 2\n", "top level must be a map"},
+      {replaced("name: tiny", "nmae: tiny"), "unknown key nmae (did you mean name?)"},
+      {replaced("score_kind: recall", "score_kind: maybe"), "score_kind must be one of recall, raw; got \"maybe\""},
+      {replaced("source: test\n", ""), "source is required"},
+      {"budgets: [", "YAML syntax error"},
+      {"- 1\n- 2\n", "the top level must be a mapping, got a sequence"},
   };
   for (const auto& [yaml, needle] : cases) {
     const std::string message = error_of(yaml);

@@ -1,8 +1,10 @@
+// Enumeration of the tuner's plan space (see search_space.hpp).
 #include "tuner/search/search_space.hpp"
 
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "core/kernel_support.hpp"
 
 namespace sparsering {
 
@@ -22,6 +24,10 @@ void check_options(const SearchSpaceOptions& o) {
   require(!o.block_sizes.empty(), "the search needs at least one block size");
   for (const int64_t b : o.block_sizes) {
     require(is_power_of_two(b) && b >= 16 && b <= 512, "block sizes must be powers of two in [16, 512], got ", b);
+    // Only blocks the kernels run: every candidate must be a plan parse_plan accepts.
+    if (const auto why = block_size_unsupported(b, "a block size")) {
+      throw InputError(str(*why, " (the CUDA attention kernels' tile)"));
+    }
   }
   require(!o.layouts.empty(), "the search needs at least one token layout");
   if (std::find(o.layouts.begin(), o.layouts.end(), LayoutKind::striped) != o.layouts.end()) {

@@ -9,7 +9,8 @@
 //   layout    contiguous, zigzag, striped with granularity block x 2^s for the configured shifts
 //             s (divisors and multiples of the block), when the layout divides N; W = 1 has only
 //             contiguous (every layout is the same there);
-//   block     block_q = block_k, from the configured sizes;
+//   block     block_q = block_k, from the configured sizes, each one the CUDA kernels support
+//             (core/kernel_support.hpp), so every candidate is a plan parse_plan accepts;
 //   comm      p2p ring or all-gather (all-gather ignores the ring hierarchy, so only with the
 //             flat ring; W = 1 has only p2p);
 //   recompute none, selective, full;  zero stage 0-3 (memory decides which fit).
@@ -34,7 +35,7 @@ namespace sparsering {
 
 /// What the tuner may choose. Empty lists are errors.
 struct SearchSpaceOptions {
-  std::vector<int64_t> block_sizes = {64, 128};  ///< tokens; block_q = block_k
+  std::vector<int64_t> block_sizes = {64, 128};  ///< tokens; block_q = block_k; powers of two the kernels support
   std::vector<int32_t> stripe_shifts = {-1, 0, 1};  ///< striped granularity = block x 2^shift
   std::vector<LayoutKind> layouts = {LayoutKind::contiguous, LayoutKind::zigzag, LayoutKind::striped};
   std::vector<CommPrimitive> comms = {CommPrimitive::p2p, CommPrimitive::all_gather};
@@ -90,7 +91,8 @@ struct SearchSpace {
 };
 
 /// Enumerates the space (file comment). Throws InputError for empty or invalid options (a block
-/// size that is not a power of two in [16, 512], a zero stage outside 0-3), for seq_len_tokens < 1,
+/// size that is not a power of two in [16, 512] or that the CUDA kernels do not support, so in
+/// effect not one of 64, 128, 256, 512; a zero stage outside 0-3), for seq_len_tokens < 1,
 /// and when no plan exists (e.g. no degree divides the sequence), naming the reason.
 SearchSpace enumerate_search_space(const ModelConfig& model, const ClusterConfig& cluster, int64_t seq_len_tokens,
                                    const SearchSpaceOptions& options);

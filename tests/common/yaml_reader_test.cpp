@@ -1,7 +1,7 @@
 // The YAML helper: syntax errors carry line and column, typed reads name the key path and value,
 // unknown/duplicate keys are caught, hostile documents (deep nesting, huge numbers, NaN, wrong node
 // types, aliases) end in InputError, and number formatting round-trips.
-#include "sim/config/yaml_reader.hpp"
+#include "common/yaml_reader.hpp"
 
 #include <gtest/gtest.h>
 

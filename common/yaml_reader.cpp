@@ -1,7 +1,7 @@
 // Typed YAML access with key paths. Numbers are parsed with std::from_chars on the scalar text
 // rather than yaml-cpp's stream conversions, which accept trailing junk in some versions and
 // cannot report overflow precisely.
-#include "sim/config/yaml_reader.hpp"
+#include "common/yaml_reader.hpp"
 
 #include <algorithm>
 #include <array>
@@ -218,17 +218,21 @@ std::vector<YAML::Node> to_sequence(const YAML::Node& node, const std::string& p
 }
 
 MapReader::MapReader(const YAML::Node& node, std::string path) : path_(std::move(path)) {
-  require(node.IsMap(), path_, " must be a mapping, got ", describe(node));
+  const std::string what = path_.empty() ? std::string("the top level") : path_;
+  require(node.IsMap(), what, " must be a mapping, got ", describe(node));
   std::set<std::string, std::less<>> seen;
   for (const auto& entry : node) {
-    require(entry.first.IsScalar(), path_, " has a key that is ", describe(entry.first), "; keys must be plain names");
+    require(entry.first.IsScalar(), what, " has a key that is ", describe(entry.first), "; keys must be plain names");
     const std::string& key = entry.first.Scalar();
     require(seen.insert(key).second, key_path(key), " appears more than once");
     entries_.emplace_back(key, entry.second);
   }
 }
 
-std::string MapReader::key_path(std::string_view key) const { return str(path_, ".", printable(key)); }
+std::string MapReader::key_path(std::string_view key) const {
+  if (path_.empty()) return printable(key);
+  return str(path_, ".", printable(key));
+}
 
 const YAML::Node* MapReader::find(std::string_view key) const {
   for (const auto& [name, value] : entries_) {

@@ -1,10 +1,10 @@
-// Typed, path-aware access to YAML documents for the config parsers (models, GPUs, clusters,
-// plans). Every read names the key path in its error (`cluster.inter_node.latency_us must be a
-// number >= 0, got "fast"`), mappings reject unknown and duplicate keys (listing the valid ones
-// and the nearest spelling), and yaml-cpp syntax errors become InputError with line and column.
-// Only plain scalars are numbers or booleans: a quoted "12" is a string. NaN and infinities are
-// rejected everywhere. Tested in tests/config/yaml_reader_test.cpp and fuzzed through
-// tests/fuzz/config_parser_fuzz.cpp.
+// Typed, path-aware access to YAML documents, shared by every YAML reader of the project: the
+// config parsers (models, GPUs, clusters, plans) and the sparsity priors. Every read names the
+// key path in its error (`cluster.inter_node.latency_us must be a number >= 0, got "fast"`),
+// mappings reject unknown and duplicate keys (listing the valid ones and the nearest spelling),
+// and yaml-cpp syntax errors become InputError with line and column. Only plain scalars are
+// numbers or booleans: a quoted "12" is a string. NaN and infinities are rejected everywhere.
+// Tested in tests/common/yaml_reader_test.cpp and fuzzed through tests/fuzz/config_parser_fuzz.cpp.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -87,16 +87,18 @@ std::vector<YAML::Node> to_sequence(const YAML::Node& node, const std::string& p
 
 /// Reader for one YAML mapping at a key path. Each lookup marks its key as valid; finish()
 /// then rejects every key that no lookup asked for, so typos are caught. Keys must be distinct
-/// scalars. Optional keys whose value is null (`key:` or `key: ~`) count as absent.
+/// scalars. Optional keys whose value is null (`key:` or `key: ~`) count as absent. An empty
+/// path stands for the document's top level: its keys' paths are the bare keys ("layers").
 class MapReader {
  public:
-  /// Throws InputError "<path> must be a mapping, got ..." unless `node` is a mapping; also
-  /// rejects non-scalar and duplicate keys.
+  /// Throws InputError "<path> must be a mapping, got ..." (with an empty path: "the top level
+  /// must be a mapping, got ...") unless `node` is a mapping; also rejects non-scalar and
+  /// duplicate keys.
   MapReader(const YAML::Node& node, std::string path);
 
   /// The reader's own key path, e.g. "cluster.intra_node".
   const std::string& path() const { return path_; }
-  /// The key path of a child: "<path>.<key>".
+  /// The key path of a child: "<path>.<key>", or "<key>" when the path is empty.
   std::string key_path(std::string_view key) const;
 
   /// True if `key` is present with a non-null value (marks it valid).

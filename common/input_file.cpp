@@ -26,7 +26,7 @@ InputFile::InputFile(const std::filesystem::path& path, int64_t max_bytes) : pat
   // has side effects); the fstat below closes the race with a file swapped in between.
   struct stat before {};
   if (::stat(path_.c_str(), &before) != 0) {
-    throw InputError(str("cannot read ", path_.string(), ": ", std::strerror(errno)));
+    throw InputError(str("cannot open ", path_.string(), ": ", std::strerror(errno)));
   }
   if (!S_ISREG(before.st_mode)) throw InputError(not_regular(path_, before.st_mode));
   // O_NONBLOCK: if a FIFO replaced the file since the stat, open must not wait for a writer.

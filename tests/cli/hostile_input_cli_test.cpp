@@ -78,7 +78,7 @@ TEST_F(HostileInputCli, DevZeroIsRefusedWithinASecond) {
   expect_refused_fast("trace", "simulate --plan " + plan() + " --trace /dev/zero", "/dev/zero");
   expect_refused_fast("trace info", "trace info /dev/zero", "/dev/zero");
   expect_refused_fast("tune model",
-                      "tune --model /dev/zero --cluster h200-2x-nvlink --trace " + sample() + " --seq-len 32K",
+                      "tune --model /dev/zero --cluster " + source_path("configs/clusters/h200-2x-nvlink.yaml") + " --trace " + sample() + " --seq-len 32K",
                       "/dev/zero: it is a character device");
   expect_refused_fast("durations",
                       "export " + plan() + " --to chakra --durations /dev/zero --out " + path("chakra"),
@@ -94,7 +94,7 @@ TEST_F(HostileInputCli, FifoNeverBlocks) {
   expect_refused_fast("trace", "simulate --plan " + plan() + " --trace " + fifo_, kind);
   expect_refused_fast("trace info", "trace info " + fifo_, kind);
   expect_refused_fast("tune trace",
-                      "tune --model qwen2.5-3b --cluster h200-2x-nvlink --trace " + fifo_ + " --seq-len 32K", kind);
+                      "tune --model " + source_path("configs/models/qwen2.5-3b.yaml") + " --cluster " + source_path("configs/clusters/h200-2x-nvlink.yaml") + " --trace " + fifo_ + " --seq-len 32K", kind);
   expect_refused_fast("durations", "export " + plan() + " --to chakra --durations " + fifo_ + " --out " + path("c"), kind);
   expect_refused_fast("folder as plan", "simulate --plan " + dir_.string(), "it is a folder");
 }

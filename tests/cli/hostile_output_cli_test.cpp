@@ -171,7 +171,7 @@ TEST_F(HostileOutputCli, OutputFolderThatCannotBeCreatedIsBadInput) {
   EXPECT_EQ(sim.code, 2) << sim.output;
   EXPECT_TRUE(contains(sim.output, "a_file/sub")) << sim.output;
   EXPECT_FALSE(contains(sim.output, "internal error")) << sim.output;
-  const CliResult tune = run_cli("tune --model qwen2.5-3b --cluster h200-2x-nvlink --trace " +
+  const CliResult tune = run_cli("tune --model " + source_path("configs/models/qwen2.5-3b.yaml") + " --cluster " + source_path("configs/clusters/h200-2x-nvlink.yaml") + " --trace " +
                                  source_path("traces/samples/qwen2.5-3b-32k.safetensors") +
                                  " --seq-len 32K --top 2 --out " + path("a_file/sub/plan.yaml"));
   EXPECT_EQ(tune.code, 2) << tune.output;

@@ -1,6 +1,8 @@
 // What every sparsering executable shares: the global flags and the mapping of failures to exit
 // codes (0 success, 2 bad input: arguments, files, configs, plans; 1 internal error). Used by
-// cli/main.cpp and by the single-command drivers under tests/ (calibrate, trace capture).
+// cli/main.cpp and by the single-command drivers under tests/ (calibrate, trace capture). Every
+// message may quote user input, so it is printed through escape_for_terminal. Tested by
+// tests/cli/hostile_input_cli_test.cpp.
 #pragma once
 
 #include <exception>
@@ -12,6 +14,8 @@
 
 #include "cli/global_options.hpp"
 #include "common/error.hpp"
+#include "common/temporary_paths.hpp"
+#include "common/text_safety.hpp"
 
 namespace sparsering::cli {
 
@@ -30,16 +34,22 @@ inline void add_global_options(CLI::App& app, GlobalOptions& global) {
 /// Parses the command line, which runs the chosen command's callback, and returns the exit
 /// code: 0, 2 for bad input (InputError or a CLI11 parse error), 1 for anything else.
 inline int run_app(CLI::App& app, int argc, char** argv) {
+  // Interrupted runs remove their temporary outputs (common/temporary_paths.hpp).
+  install_temporary_cleanup();
+  // CLI11 quotes unexpected arguments verbatim; escape them like every other message.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return escape_for_terminal(CLI::FailureMessage::simple(failed, e), true);
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << '\n';
+    std::cerr << "error: " << escape_for_terminal(e.what(), true) << '\n';
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << '\n';
+    std::cerr << "internal error: " << escape_for_terminal(e.what(), true) << '\n';
     return 1;
   }
   return 0;

@@ -1,19 +1,25 @@
 // `sparsering simulate --plan P [--trace T] [--out DIR]`: runs the cluster performance model
 // (sim/step/simulation.hpp) on a plan and prints the summary (table or --format json). With --out
 // it writes DIR/result.json (everything, including every per-rank per-step figure) and
-// DIR/timeline.json (Chrome/Perfetto trace events), each atomically, refusing to replace existing
-// files unless --force. The callback only turns flags into library calls; the library is tested
-// in tests/sim/ (simulation_test.cpp, output_test.cpp), the command in tests/cli/.
+// DIR/timeline.json (Chrome/Perfetto trace events) as one bundle (common/output_bundle.hpp): both
+// are replaced together or neither is, and existing files are refused before the simulation
+// unless --force. The callback only turns flags into library calls; the library is tested in
+// tests/sim/ (simulation_test.cpp, output_test.cpp), the command in tests/cli/
+// (simulate_cli_test.cpp, hostile_output_cli_test.cpp).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "cli/commands.hpp"
-#include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "common/json_text.hpp"
+#include "common/output_bundle.hpp"
+#include "common/text_safety.hpp"
 #include "sim/config/plan_config.hpp"
 #include "sim/output/result_json.hpp"
 #include "sim/output/summary_table.hpp"
@@ -62,23 +68,14 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
   options.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 
   // Check the outputs before the (possibly long) simulation, so a refusal costs nothing.
-  std::filesystem::path result_path;
-  std::filesystem::path timeline_path;
-  if (!global.out.empty()) {
-    const std::filesystem::path dir(global.out);
-    require(!std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--out ", dir.string(),
-            " exists and is not a folder");
-    result_path = dir / "result.json";
-    timeline_path = dir / "timeline.json";
-    for (const auto& path : {result_path, timeline_path}) {
-      require(global.force || !std::filesystem::exists(path), path.string(), " already exists; pass --force to overwrite it");
-    }
-  }
+  std::optional<OutputBundle> bundle;
+  if (!global.out.empty()) bundle.emplace(global.out, std::vector<std::string>{"result.json", "timeline.json"}, global.force);
 
   Trace trace;
   const Trace* trace_ptr = nullptr;
   if (loaded.plan.sparse.enabled) {
     require(!trace_path.empty(), "plan ", o.plan_path, " is sparse: give a trace with --trace or the plan's `trace:` key");
+    require_regular_file(trace_path);  // the trace reader would block on a FIFO
     trace = read_trace(trace_path);
     trace_ptr = &trace;
     options.trace_key = trace_key(trace_path);
@@ -86,24 +83,26 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
   SimulationContext context;
   const SimulationResult result = simulate(context, loaded.plan, loaded.model, loaded.cluster, trace_ptr, options);
 
-  if (!global.out.empty()) {
-    std::filesystem::create_directories(global.out);
+  std::vector<std::filesystem::path> written;
+  if (bundle) {
     TimelineOptions timeline;
     timeline.max_events = o.timeline_events;
-    // Build both documents before writing either, so a failure leaves no half-written pair.
-    const std::string result_text = result_to_json(result).dump() + "\n";
-    const std::string timeline_text = timeline_json(result, timeline).dump() + "\n";
-    write_file_atomically(result_path, result_text, global.force);
-    write_file_atomically(timeline_path, timeline_text, global.force);
+    // Written into the bundle's temporary folder and moved into place together.
+    bundle->write("result.json", dump_json(result_to_json(result)) + "\n");
+    bundle->write("timeline.json", dump_json(timeline_json(result, timeline)) + "\n");
+    written = bundle->commit();
   }
   if (global.format == OutputFormat::json) {
     nlohmann::json summary = result_summary_json(result);
     summary["sparsering_version"] = kVersion;
-    if (!global.out.empty()) summary["outputs"] = {result_path.string(), timeline_path.string()};
-    std::cout << summary.dump(2) << '\n';
+    if (bundle) summary["outputs"] = {written.at(0).string(), written.at(1).string()};
+    std::cout << dump_json(summary, 2) << '\n';
   } else {
     print_summary(std::cout, result);
-    if (!global.out.empty()) std::cout << "\nwrote " << result_path.string() << " and " << timeline_path.string() << "\n";
+    if (bundle) {
+      std::cout << "\nwrote " << escape_for_terminal(written.at(0).string()) << " and "
+                << escape_for_terminal(written.at(1).string()) << "\n";
+    }
   }
 }
 

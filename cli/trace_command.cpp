@@ -2,7 +2,8 @@
 //   trace synth --model M.yaml --seq-len 512K [--samples S] [--seed N] --out T.safetensors
 //   trace info T.safetensors [--recall P] [--max-verticals N] [--max-slashes N] [--block B] [--per-head]
 // The callbacks only turn flags into library calls (traces/, sim/config/); tested by
-// tests/traces/cli_trace_test.cpp, which runs the built binary.
+// tests/traces/cli_trace_test.cpp, which runs the built binary, and by tests/cli/
+// (hostile_input_cli_test.cpp, hostile_output_cli_test.cpp).
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -13,6 +14,10 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "common/json_text.hpp"
+#include "common/output_target.hpp"
+#include "common/text_safety.hpp"
 #include "sim/config/model_config.hpp"
 #include "traces/safetensors_trace.hpp"
 #include "traces/sparsity_prior.hpp"
@@ -51,6 +56,9 @@ struct InfoOptions {
 
 void run_synth(const SynthOptions& o, const GlobalOptions& global) {
   require(!global.out.empty(), "trace synth needs --out FILE.safetensors");
+  // Refuse an output that cannot be written (missing folder, existing file without --force, a
+  // device or FIFO) before reading the inputs and synthesizing.
+  check_output_target(global.out, global.force);
   const ModelConfig model = load_model(o.model_path);
   const std::filesystem::path prior_path =
       o.prior_path.empty() ? sparsity_prior_path(model) : std::filesystem::path(o.prior_path);
@@ -71,10 +79,6 @@ void run_synth(const SynthOptions& o, const GlobalOptions& global) {
   settings.threads = o.threads;
   settings.prior = load_sparsity_prior(prior_path);
   validate_synth_settings(settings);
-  // Refuse an existing output before spending time on synthesis.
-  if (!global.force && std::filesystem::exists(global.out)) {
-    throw InputError(str(global.out, " already exists; pass --force to overwrite it"));
-  }
   const auto start = std::chrono::steady_clock::now();
   Trace trace = synthesize_trace(settings);
   trace.metadata.provenance["prior_file"] = prior_path.filename().string();
@@ -90,12 +94,12 @@ void run_synth(const SynthOptions& o, const GlobalOptions& global) {
                                 {"seq_len_tokens", settings.seq_len_tokens},
                                 {"prior", settings.prior.name},
                                 {"bytes", std::filesystem::file_size(global.out)}};
-    std::cout << doc.dump(2) << '\n';
+    std::cout << dump_json(doc, 2) << '\n';
   } else {
-    std::cout << "wrote " << global.out << ": " << trace.samples << " samples x " << trace.layers << " layers x "
+    std::cout << "wrote " << escape_for_terminal(global.out) << ": " << trace.samples << " samples x " << trace.layers << " layers x "
               << trace.heads << " heads at " << settings.seq_len_tokens << " tokens, " << trace.vertical_candidates
               << " vertical / " << trace.slash_candidates << " slash candidate slots, "
-              << std::filesystem::file_size(global.out) << " bytes (prior " << settings.prior.name << ")\n";
+              << std::filesystem::file_size(global.out) << " bytes (prior " << escape_for_terminal(settings.prior.name) << ")\n";
   }
   if (global.verbosity > 0) std::cerr << "synthesized and wrote in " << seconds << " s\n";
 }
@@ -108,6 +112,7 @@ void run_info(const InfoOptions& o, const GlobalOptions& global) {
   settings.recall.min_entries = o.min_entries;
   settings.block_tokens = o.block_tokens;
   validate_recall_settings(settings.recall);  // before reading a large file
+  require_regular_file(o.trace_path);  // the trace reader would block on a FIFO
   const Trace trace = read_trace(o.trace_path);
   const TraceSummary summary = summarize_trace(trace, settings);
   std::string text;
@@ -119,7 +124,8 @@ void run_info(const InfoOptions& o, const GlobalOptions& global) {
     text = out.str();
   }
   if (global.out.empty()) {
-    std::cout << text;
+    // The table quotes the trace's model name and provenance; JSON is already escaped text.
+    std::cout << (global.format == OutputFormat::json ? text : escape_for_terminal(text, true));
   } else {
     write_file_atomically(global.out, text, global.force);
   }

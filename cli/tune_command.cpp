@@ -3,9 +3,11 @@
 // searches parallel layouts with the simulator (tuner/search/plan_search.hpp), prints the ranked
 // table, what the search proved and why the winner beats the runner-up, and with --out writes the
 // best plan there (and, with --top K > 1, plan-1.yaml .. plan-K.yaml beside it), each with its
-// prediction and input hashes, atomically, refusing to replace files unless --force. A progress
+// prediction and input hashes, as one bundle (common/output_bundle.hpp: all replaced together or
+// none), refusing to replace files unless --force, checked before the search. A progress
 // bar is drawn on stderr only when stderr is a terminal. The callback only turns flags into
-// library calls; tested by tests/tuner_search/cli_tune_test.cpp, which runs the built binary.
+// library calls; tested by tests/tuner_search/cli_tune_test.cpp, which runs the built binary, and
+// tests/cli/hostile_output_cli_test.cpp.
 #include <unistd.h>
 
 #include <cmath>
@@ -15,13 +17,17 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "common/json_text.hpp"
+#include "common/output_bundle.hpp"
 #include "common/table.hpp"
+#include "common/text_safety.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
@@ -67,7 +73,10 @@ struct TuneOptions {
 fs::path config_path(const std::string& ref, const char* flag, const char* folder) {
   require(!ref.empty(), flag, " is required");
   const fs::path direct(ref);
-  if (fs::is_regular_file(direct)) return direct;
+  std::error_code ec;
+  if (fs::is_regular_file(direct, ec)) return direct;
+  // Something that is not a regular file (a FIFO, /dev/zero): InputFile's refusal names its kind.
+  if (fs::exists(direct, ec)) InputFile refused(direct, kDefaultTextFileCapBytes);
   const fs::path named = fs::path("configs") / folder / (ref + ".yaml");
   if (ref.find('/') == std::string::npos && fs::is_regular_file(named)) return named;
   throw InputError(str("unknown ", folder == std::string("models") ? "model" : "cluster", " '", ref, "' (", flag,
@@ -125,19 +134,22 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
 
   // Check the outputs before the search, so a refusal costs nothing.
   std::vector<fs::path> outputs;
+  std::optional<OutputBundle> bundle;
   if (!global.out.empty()) {
     const fs::path best(global.out);
     require(!fs::is_directory(best), "--out ", best.string(), " is a folder; give the plan file to write");
+    require(best.has_filename(), "--out ", best.string(), " names a folder; give the plan file to write");
     outputs.push_back(best);
     if (o.top > 1) {
       const std::string ext = best.extension().empty() ? std::string(".yaml") : best.extension().string();
       for (int64_t k = 1; k <= o.top; ++k) outputs.push_back(best.parent_path() / str(best.stem().string(), "-", k, ext));
     }
-    for (const fs::path& path : outputs) {
-      require(global.force || !fs::exists(path), path.string(), " already exists; pass --force to overwrite it");
-    }
+    std::vector<std::string> names;
+    for (const fs::path& path : outputs) names.push_back(path.filename().string());
+    bundle.emplace(best.parent_path(), names, global.force, best);
   }
 
+  require_regular_file(o.trace);  // the trace reader would block on a FIFO
   const Trace trace = read_trace(o.trace);
   PlanTemplate tmpl;
   tmpl.name_prefix = str(model.name, "-", cluster.name);
@@ -184,10 +196,8 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
       plan.prediction->input_hashes = hashes;
       texts.push_back(write_plan_yaml(plan));
     }
-    for (size_t k = 0; k < texts.size(); ++k) {
-      if (!outputs[k].parent_path().empty()) fs::create_directories(outputs[k].parent_path());
-      write_file_atomically(outputs[k], texts[k], global.force);
-    }
+    for (size_t k = 0; k < texts.size(); ++k) bundle->write(outputs[k].filename().string(), texts[k]);
+    bundle->commit();
     outputs.resize(texts.size());
   }
 
@@ -234,10 +244,12 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
     nlohmann::json files = nlohmann::json::array();
     for (const fs::path& path : outputs) files.push_back(path.string());
     out["outputs"] = files;
-    std::cout << out.dump(2) << '\n';
+    std::cout << dump_json(out, 2) << '\n';
     return;
   }
-  std::cout << header << "\n" << space << "\n" << result.guarantee << "\n\n";
+  // Names in these lines come from the user's configs: escaped before they reach the terminal.
+  std::cout << escape_for_terminal(header) << "\n" << escape_for_terminal(space) << "\n"
+            << escape_for_terminal(result.guarantee, true) << "\n\n";
   if (global.verbosity > 0) {
     std::cerr << "time: bounds " << fixed(s.bound_seconds, 2) << " s, refining bounds " << fixed(s.refine_seconds, 2)
               << " s (" << s.refined << " geometries, " << s.ring_refined << " ring bounds), simulating "
@@ -258,15 +270,17 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                    std::string(to_string(c.comm)), std::string(to_string(c.recompute)), std::to_string(c.zero_stage)});
   }
   table.print(std::cout);
-  std::cout << "\nwhy: " << result.explanation << "\n";
+  std::cout << "\nwhy: " << escape_for_terminal(result.explanation, true) << "\n";
   if (result.ties > 0) {
     std::cout << "ties: " << result.ties << " other plans predict exactly the winner's figures (they differ only in "
               << "choices the model does not distinguish); the first by enumeration order wins\n";
   }
-  for (const std::string& note : result.ranked.front().notes) std::cout << "note: " << note << "\n";
+  for (const std::string& note : result.ranked.front().notes) std::cout << "note: " << escape_for_terminal(note, true) << "\n";
   if (!outputs.empty()) {
-    std::cout << "\nwrote " << outputs.front().string();
-    if (outputs.size() > 1) std::cout << " and " << outputs[1].string() << " .. " << outputs.back().string();
+    std::cout << "\nwrote " << escape_for_terminal(outputs.front().string());
+    if (outputs.size() > 1) {
+      std::cout << " and " << escape_for_terminal(outputs[1].string()) << " .. " << escape_for_terminal(outputs.back().string());
+    }
     std::cout << "\n";
   }
 }

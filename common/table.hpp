@@ -1,5 +1,6 @@
 // A plain-text table for the CLI's human output: columns sized to their widest cell, numbers
-// right-aligned. Tested in tests/common/table_test.cpp.
+// right-aligned. Cells are printed through escape_for_terminal (common/text_safety.hpp).
+// Tested in tests/common/table_test.cpp.
 #pragma once
 
 #include <ostream>

@@ -1,26 +1,30 @@
+// The human summary of a simulation. Names come from user files (plan, model, cluster, GPU), so
+// every user-controlled string goes through escape_for_terminal before it is printed.
 #include "sim/output/summary_table.hpp"
 
 #include <string>
 
 #include "common/table.hpp"
+#include "common/text_safety.hpp"
 
 namespace sparsering {
 
 namespace {
 
 std::string ms(SimNs ns) { return fixed(ns_to_ms(ns), 3); }
+std::string safe(const std::string& text) { return escape_for_terminal(text); }
 std::string gib(int64_t bytes) { return fixed(static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30), 2); }
 
 }  // namespace
 
 void print_summary(std::ostream& out, const SimulationResult& r) {
-  out << "plan " << (r.plan_name.empty() ? "(unnamed)" : r.plan_name) << ": model " << r.model_name << ", cluster "
-      << r.cluster_name << " (" << r.gpu_name << ")\n";
+  out << "plan " << (r.plan_name.empty() ? "(unnamed)" : safe(r.plan_name)) << ": model " << safe(r.model_name)
+      << ", cluster " << safe(r.cluster_name) << " (" << safe(r.gpu_name) << ")\n";
   out << "parallel: context " << r.context_parallel << " x head " << r.head_parallel << " x data " << r.data_parallel
       << ", ring levels";
   for (const int64_t size : r.ring_levels) out << " " << size;
-  out << ", layout " << r.layout << (r.dense ? ", dense attention" : ", sparse attention") << "\n";
-  out << "kernel costs: " << r.cost_source << (r.calibrated ? "" : "  [UNCALIBRATED]") << "\n\n";
+  out << ", layout " << safe(r.layout) << (r.dense ? ", dense attention" : ", sparse attention") << "\n";
+  out << "kernel costs: " << safe(r.cost_source) << (r.calibrated ? "" : "  [UNCALIBRATED]") << "\n\n";
 
   Table step({"step", "ms"});
   step.add_row({"forward (layers + LM head)", ms(r.step.forward_ns)});
@@ -47,10 +51,10 @@ void print_summary(std::ostream& out, const SimulationResult& r) {
   memory.add_row({"peak", gib(r.memory.peak_bytes)});
   memory.add_row({"capacity", gib(r.memory.capacity_bytes)});
   memory.print(out);
-  out << (r.memory.fits ? "fits\n" : "DOES NOT FIT: " + r.memory.reason + "\n");
+  out << (r.memory.fits ? "fits\n" : "DOES NOT FIT: " + safe(r.memory.reason) + "\n");
   if (!r.notes.empty()) {
     out << "\nnotes:\n";
-    for (const std::string& note : r.notes) out << "  - " << note << "\n";
+    for (const std::string& note : r.notes) out << "  - " << safe(note) << "\n";
   }
 }
 

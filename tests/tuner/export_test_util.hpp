@@ -47,7 +47,7 @@ struct PlanSpec {
   std::string layout = "striped";
   int64_t granularity_tokens = 16;
   bool sparse = true;
-  int64_t block_q = 16;
+  int64_t block_q = 64;
   int64_t block_k = 64;
   std::string comm = "p2p";
   std::string recompute = "none";

@@ -235,6 +235,7 @@ TEST(TorchtitanExport, LossyLayoutsDegreesAndSharding) {
 TEST(MTrainingExport, HierarchicalStripedPlanGivesDrStripeAndAFlexConfig) {
   test::PlanSpec spec;
   spec.levels = {{2, "nvlink"}, {2, "infiniband"}};
+  spec.granularity_tokens = spec.block_q;  // MTraining's one granularity: stripe = query block
   const test::TestPlan t(spec, 2, 2);
   ExportOptions options;
   const ExportBundle bundle = export_mtraining(t.input(), options);
@@ -243,7 +244,7 @@ TEST(MTrainingExport, HierarchicalStripedPlanGivesDrStripeAndAFlexConfig) {
             "# Ring: 4 consecutive ranks per scale unit; what MTraining cannot express: NOTES.md.\n"
             "pattern_config_name: sparsering_tiny_flex_0.95_v4096_s4096\n"
             "implementation: dr_stripe\n"
-            "granularity: 16\n");
+            "granularity: 64\n");
   // The recall and caps travel in the flex config; only last_q (16, MTraining fixes 64) is lost.
   const ExportFile* config = bundle.find("minference_configs/sparsering_tiny_flex_0.95_v4096_s4096.json");
   ASSERT_NE(config, nullptr);
@@ -276,12 +277,12 @@ TEST(MTrainingExport, DensePlanWithoutAKnownConfigIsRefused) {
 TEST(MTrainingExport, ZigzagAndLossyBlocks) {
   test::PlanSpec spec = dense_zigzag(4);
   spec.levels = {{2, "nvlink"}, {2, "infiniband"}};
-  spec.block_k = 32;
+  spec.block_k = 128;
   const test::TestPlan t(spec, 2, 2);
   ExportOptions options;
   options.pattern_config_name = "P";
   const ExportBundle bundle = export_mtraining(t.input(), options);
-  EXPECT_NE(bundle.find("mtraining_attn.yaml")->bytes.find("implementation: zigzag\ngranularity: 16\n"),
+  EXPECT_NE(bundle.find("mtraining_attn.yaml")->bytes.find("implementation: zigzag\ngranularity: 64\n"),
             std::string::npos);
   EXPECT_TRUE(test::any_contains(bundle.lost, "key tile is 64"));
   EXPECT_TRUE(test::any_contains(bundle.lost, "MTraining zigzag has no nested rings"));

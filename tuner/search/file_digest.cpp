@@ -2,10 +2,12 @@
 
 #include <array>
 #include <cstdint>
-#include <fstream>
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 
 namespace sparsering {
 
@@ -151,16 +153,16 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 std::string file_digest(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot read ", path.string(), " to hash it");
+  // Through InputFile so a FIFO or device named as an input cannot block or feed the hash forever.
+  InputFile in(path, std::numeric_limits<int64_t>::max());
   Sha256 hash;
   std::vector<char> buffer(1 << 20);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const std::streamsize got = in.gcount();
-    if (got > 0) hash.update(reinterpret_cast<const unsigned char*>(buffer.data()), static_cast<size_t>(got));
+  for (int64_t left = in.size_bytes(); left > 0;) {
+    const int64_t want = std::min<int64_t>(left, static_cast<int64_t>(buffer.size()));
+    in.read_exactly(buffer.data(), want);
+    hash.update(reinterpret_cast<const unsigned char*>(buffer.data()), static_cast<size_t>(want));
+    left -= want;
   }
-  require(in.eof(), "error while reading ", path.string(), " to hash it");
   return "sha256:" + hash.hex();
 }
 

@@ -1,0 +1,78 @@
+// Running the built `sparsering` binary from the CLI tests: once to completion (exit code and
+// output), or spawned in the background (to signal it, or under a resource limit). Used by
+// tests/cli/hostile_input_cli_test.cpp and tests/cli/hostile_output_cli_test.cpp.
+#pragma once
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace sparsering::test {
+
+struct CliResult {
+  int code = -1;       ///< exit status, or -1 when killed by a signal
+  std::string output;  ///< stdout and stderr together
+  double seconds = 0;  ///< wall time
+};
+
+/// Runs `sparsering <args>` (already shell-quoted words) through /bin/sh and waits.
+inline CliResult run_cli(const std::string& args) {
+  const std::string command = std::string(SPARSERING_CLI) + " " + args + " 2>&1";
+  CliResult result;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+/// Starts `sparsering` with `args` (one argument each, no shell) in the background, stdout and
+/// stderr to `log_path`. With `file_size_limit_bytes` > 0 the child runs under RLIMIT_FSIZE with
+/// SIGXFSZ ignored, so writes past the limit fail with EFBIG. Returns the pid (or -1).
+inline pid_t spawn_cli(const std::vector<std::string>& args, const std::string& log_path,
+                       long long file_size_limit_bytes = 0) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  FILE* log = std::freopen(log_path.c_str(), "w", stdout);
+  if (log != nullptr) ::dup2(::fileno(stdout), 2);
+  if (file_size_limit_bytes > 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{static_cast<rlim_t>(file_size_limit_bytes), static_cast<rlim_t>(file_size_limit_bytes)};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  std::vector<char*> argv;
+  std::string program = SPARSERING_CLI;
+  argv.push_back(program.data());
+  std::vector<std::string> copies = args;
+  for (std::string& a : copies) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(program.c_str(), argv.data());
+  ::_exit(127);
+}
+
+/// Waits for `pid`; returns the raw wait status.
+inline int wait_for(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return status;
+}
+
+inline std::string source_path(const std::string& rel) { return std::string(SPARSERING_SOURCE_DIR) + "/" + rel; }
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace sparsering::test

@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/json_text.hpp"
 #include "sim/config/plan_config.hpp"
 #include "tuner/export/export_plan.hpp"
 
@@ -49,7 +50,7 @@ void run_export(const ExportCommandOptions& o, const GlobalOptions& global) {
     const nlohmann::json doc = {{"target", bundle.target}, {"plan", bundle.plan_name}, {"out", global.out},
                                 {"exact", bundle.exact()},  {"lost", bundle.lost},     {"notes", bundle.notes},
                                 {"files", files}};
-    std::cout << doc.dump(2) << '\n';
+    std::cout << dump_json(doc, 2) << '\n';
     return;
   }
   std::cout << "exported plan " << bundle.plan_name << " to " << bundle.target << ": " << written.size()

@@ -77,6 +77,20 @@ void InputFile::read_exactly(char* out, int64_t count) {
   }
 }
 
+void InputFile::read_exactly_at(int64_t offset, char* out, int64_t count) {
+  int64_t done = 0;
+  while (done < count) {
+    const ssize_t got = ::pread(fd_, out + done, static_cast<size_t>(count - done), static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw InputError(str("cannot read ", path_.string(), ": ", std::strerror(errno)));
+    if (got == 0) {
+      throw InputError(str("cannot read ", path_.string(), ": bytes [", offset, ", ", offset + count,
+                           ") pass its end after ", done, " of ", count, " bytes (changed while being read?)"));
+    }
+    done += got;
+  }
+}
+
 std::string read_file(const std::filesystem::path& path, int64_t max_bytes) {
   InputFile file(path, max_bytes);
   std::string bytes(static_cast<size_t>(file.size_bytes()), '\0');

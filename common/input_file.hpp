@@ -33,6 +33,10 @@ class InputFile {
   /// Reads exactly `count` bytes into `out`; throws InputError if the file ends first (it shrank
   /// while being read) or a read fails.
   void read_exactly(char* out, int64_t count);
+  /// Reads exactly `count` bytes starting at byte `offset` of the file into `out`, without moving
+  /// the read position of read_some. Throws InputError if the range passes the end of the file or
+  /// a read fails. Preconditions: offset >= 0, count >= 0.
+  void read_exactly_at(int64_t offset, char* out, int64_t count);
 
  private:
   std::filesystem::path path_;

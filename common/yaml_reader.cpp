@@ -10,8 +10,9 @@
 #include <set>
 #include <system_error>
 
-#include "common/atomic_file.hpp"
+#include "common/input_file.hpp"
 #include "common/error.hpp"
+#include "common/text_safety.hpp"
 
 namespace sparsering::yaml {
 namespace {
@@ -95,14 +96,9 @@ std::string int_rule(int64_t min, int64_t max) {
 }  // namespace
 
 std::string read_config_file(const std::filesystem::path& path) {
-  std::error_code error;
-  const bool regular = std::filesystem::is_regular_file(path, error);
-  if (regular) {
-    const std::uintmax_t bytes = std::filesystem::file_size(path, error);
-    require(error || bytes <= kMaxDocumentBytes, path.string(), ": file is ", bytes, " bytes, more than the ",
-            kMaxDocumentBytes, " a config may have");
-  }
-  return read_file(path);
+  // Only a regular file of at most kMaxDocumentBytes is read: a FIFO, a device or a huge file fails
+  // before any byte is read (common/input_file.hpp).
+  return read_file(path, static_cast<int64_t>(kMaxDocumentBytes));
 }
 
 YAML::Node parse_document(const std::string& text, std::string_view source_name) {
@@ -184,6 +180,8 @@ bool to_bool(const YAML::Node& node, const std::string& path) {
 std::string to_string(const YAML::Node& node, const std::string& path, bool allow_empty) {
   if (!node.IsScalar()) throw InputError(str(path, " must be a string, got ", describe(node)));
   require(allow_empty || !node.Scalar().empty(), path, " must not be empty");
+  // Every string a config holds may be printed or written to JSON later: invalid UTF-8 stops here.
+  require(is_valid_utf8(node.Scalar()), path, " is not valid UTF-8: \"", escape_for_terminal(node.Scalar()), "\"");
   return node.Scalar();
 }
 

@@ -8,9 +8,11 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "common/input_file.hpp"
 
 namespace sparsering {
 namespace {
@@ -112,23 +114,15 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   file.name_ = path.string();
   file.path_ = path;
   file.from_file_ = true;
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) file.fail("is a folder, not a safetensors file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) file.fail("cannot open");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) file.fail("cannot read the file size");
-  in.seekg(0);
-  const auto total_bytes = static_cast<uint64_t>(size);
+  // InputFile refuses folders, FIFOs and devices without blocking; only the header is read here.
+  InputFile in(path, std::numeric_limits<int64_t>::max());
+  const auto total_bytes = static_cast<uint64_t>(in.size_bytes());
   std::array<std::byte, kLengthBytes> prefix{};
   const size_t prefix_bytes = static_cast<size_t>(std::min<uint64_t>(total_bytes, kLengthBytes));
-  in.read(reinterpret_cast<char*>(prefix.data()), static_cast<std::streamsize>(prefix_bytes));
-  if (in.gcount() != static_cast<std::streamsize>(prefix_bytes)) file.fail("short read of the header length");
+  in.read_exactly_at(0, reinterpret_cast<char*>(prefix.data()), static_cast<int64_t>(prefix_bytes));
   const uint64_t header_bytes = checked_header_length(file, std::span(prefix).first(prefix_bytes), total_bytes);
   std::string text(static_cast<size_t>(header_bytes), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(header_bytes));
-  if (in.gcount() != static_cast<std::streamsize>(header_bytes)) file.fail("short read of the JSON header");
+  in.read_exactly_at(static_cast<int64_t>(kLengthBytes), text.data(), static_cast<int64_t>(header_bytes));
   file.data_begin_byte_ = kLengthBytes + header_bytes;
   file.data_bytes_ = total_bytes - file.data_begin_byte_;
   file.parse_header(text);
@@ -136,6 +130,11 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
 }
 
 void SafetensorsFile::parse_header(std::string_view text) {
+  // A NUL byte can never be part of JSON text; the JSON parser would take it as the end of input
+  // and accept garbage after it. Refused here, as the Python reader (traces/python) refuses it.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    fail("JSON header holds a NUL byte at offset ", nul, " of its ", text.size(), " bytes");
+  }
   if (!nesting_within_limit(text)) fail("JSON header nests deeper than ", kMaxJsonDepth, " levels");
   Json root;
   try {
@@ -274,11 +273,13 @@ void SafetensorsFile::read_bytes(const SafetensorsTensor& tensor, std::span<std:
     std::memcpy(out.data(), memory_.data() + data_begin_byte_ + tensor.begin_byte, out.size());
     return;
   }
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) fail("cannot open to read tensor '", tensor.name, "'");
-  in.seekg(static_cast<std::streamoff>(data_begin_byte_ + tensor.begin_byte));
-  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
-  if (!in || in.gcount() != static_cast<std::streamsize>(out.size())) fail("short read of tensor '", tensor.name, "'");
+  InputFile in(path_, std::numeric_limits<int64_t>::max());
+  try {
+    in.read_exactly_at(static_cast<int64_t>(data_begin_byte_ + tensor.begin_byte), reinterpret_cast<char*>(out.data()),
+                       static_cast<int64_t>(out.size()));
+  } catch (const InputError& e) {
+    fail("short read of tensor '", tensor.name, "' (", e.what(), ")");
+  }
 }
 
 }  // namespace sparsering

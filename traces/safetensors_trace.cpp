@@ -7,7 +7,6 @@
 #include <bit>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,8 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "common/text_safety.hpp"
 #include "traces/safetensors_file.hpp"
 
 namespace sparsering {
@@ -129,6 +130,12 @@ class Reader {
       if (values.count(key) == 0) fail("__metadata__ has no '", key, "'");
     }
     out.model = values.at("model");
+    // Printed by `trace info` and carried into simulator outputs: no control characters.
+    try {
+      require_safe_name(out.model, "__metadata__ 'model'");
+    } catch (const InputError& e) {
+      fail(e.what());
+    }
     out.source = values.at("source");
     out.last_q = metadata_int(values, "last_q");
     out.block_q = metadata_int(values, "block_q");
@@ -237,17 +244,13 @@ void write_trace(const std::filesystem::path& path, const Trace& trace, bool ove
 Trace parse_trace(std::span<const std::byte> bytes, std::string_view name) { return Reader(bytes, name).parse(); }
 
 Trace read_trace(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(str(path.string(), " is a folder, not a trace file"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(str("cannot open trace file ", path.string()));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw InputError(str("cannot read trace file ", path.string()));
-  in.seekg(0, std::ios::beg);
-  std::vector<std::byte> bytes(static_cast<size_t>(size));
-  in.read(reinterpret_cast<char*>(bytes.data()), size);
-  if (in.gcount() != size) throw InputError(str("cannot read trace file ", path.string(), " (short read)"));
+  // The container is opened first: it reads only the 8-byte length and the JSON header and checks
+  // them against the file size, so a huge, sparse or hostile file fails before its data is read.
+  const SafetensorsFile container = SafetensorsFile::open(path);
+  (void)container;
+  InputFile in(path, std::numeric_limits<int64_t>::max());
+  std::vector<std::byte> bytes(static_cast<size_t>(in.size_bytes()));
+  in.read_exactly(reinterpret_cast<char*>(bytes.data()), in.size_bytes());
   return parse_trace(bytes, path.string());
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.hpp"
 #include "common/table.hpp"
 
 namespace sparsering {
@@ -113,7 +114,7 @@ std::string trace_summary_json(const TraceSummary& s, bool per_head) {
     }
     doc["heads"] = heads;
   }
-  return doc.dump(2) + "\n";
+  return dump_json(doc, 2) + "\n";
 }
 
 }  // namespace sparsering

@@ -26,6 +26,7 @@
 
 #include "cli/gpu/gpu_commands.hpp"
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "kernels/attention_params.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_buffer.hpp"
@@ -78,11 +79,15 @@ int64_t positive_int(const json& doc, const char* key, int64_t max, const std::s
 DumpManifest read_manifest(const fs::path& dir) {
   const fs::path path = dir / "qk_dump.json";
   const std::string where = path.string();
-  std::ifstream in(path);
-  require(in.good(), where, ": cannot open the Q/K dump manifest (is ", dir.string(), " a dump folder?)");
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const InputError& e) {
+    throw InputError(str(where, ": cannot open the Q/K dump manifest (is ", dir.string(), " a dump folder?): ", e.what()));
+  }
   json doc;
   try {
-    doc = json::parse(in);
+    doc = json::parse(text);
   } catch (const json::exception& e) {
     throw InputError(str(where, ": not valid JSON: ", e.what()));
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/text_safety.hpp"
 #include "common/yaml_reader.hpp"
 #include "core/kernel_support.hpp"
 #include "sim/config/config_ref.hpp"
@@ -146,6 +147,8 @@ PlanConfig build_plan(const YAML::Node& root) {
   yaml::MapReader map(root, "plan");
   PlanConfig plan;
   plan.name = map.optional_string("name", "");
+  // The name is printed, written to JSON and into exports: no control characters, valid UTF-8.
+  require_safe_name(plan.name, map.key_path("name"));
   plan.model = map.required_string("model");
   if (!is_path_ref(plan.model)) plan.model = yaml::to_name(map.required("model"), map.key_path("model"));
   plan.cluster = map.required_string("cluster");

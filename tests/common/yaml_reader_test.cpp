@@ -106,6 +106,8 @@ TEST(YamlReader, BooleansStringsChoicesNames) {
   EXPECT_EQ(to_string(value_of("\"12\""), "s"), "12");
   expect_input_error([] { to_string(value_of("[a]"), "s.t"); }, {"s.t must be a string, got a sequence"});
   expect_input_error([] { to_string(value_of("\"\""), "s.t"); }, {"s.t must not be empty"});
+  // Invalid UTF-8 (a lone continuation byte) never reaches the program, which would print it.
+  expect_input_error([] { to_string(value_of("\"a\x80" "b\""), "s.t"); }, {"s.t is not valid UTF-8"});
   EXPECT_EQ(to_choice(value_of("b"), "c", {"a", "b"}), "b");
   expect_input_error([] { to_choice(value_of("z"), "c.d", {"a", "b"}); }, {"c.d must be one of a, b; got \"z\""});
   EXPECT_EQ(to_name(value_of("h100-sxm_2.0"), "n"), "h100-sxm_2.0");

@@ -242,6 +242,8 @@ TEST(PlanConfig, WriteRoundTripsRandomPlans) {
 
 TEST(PlanConfig, RejectsBadValuesNamingKeyPathAndValue) {
   const auto parse = [](const std::string& text) { parse_plan(text, "p.yaml"); };
+  // A name with a terminal escape is refused at parse time (it would be printed and exported).
+  expect_input_error([&] { parse("name: \"x\\e[31mred\"\n" + kPlan); }, {"p.yaml", "plan.name", "control character"});
   expect_input_error([&] { parse(test::with_value(kPlan, "seq_len_tokens", "-5")); },
                      {"p.yaml: plan.seq_len_tokens must be an integer in [1, 1099511627776], got -5"});
   expect_input_error([&] { parse(test::with_value(kPlan, "size", "3")); },

@@ -4,6 +4,8 @@
 #include "traces/safetensors_file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -209,6 +211,31 @@ TEST(SafetensorsFile, WrongOrUnknownDtype) {
   EXPECT_EQ(safetensors_dtype_bytes("BF16"), 2);
   EXPECT_EQ(safetensors_dtype_bytes("F64"), 8);
   EXPECT_EQ(safetensors_dtype_bytes("bf16"), 0);
+}
+
+TEST(SafetensorsFile, HeaderWithANulByteIsRefusedAsThePythonReaderRefusesIt) {
+  // Valid JSON, then a NUL and garbage inside the declared header length: the JSON parser alone
+  // would stop at the NUL and accept it.
+  const ValidContainer valid;
+  expect_error(container(valid.header.dump() + std::string(1, '\0') + "garbage", valid.data),
+               "JSON header holds a NUL byte at offset");
+  // Trailing spaces (the padding safetensors writers use) stay valid.
+  EXPECT_NO_THROW((void)SafetensorsFile::parse(as_bytes(container(valid.header.dump() + "    ", valid.data)), "pad"));
+}
+
+TEST(SafetensorsFile, SpecialFilesAreRefusedWithoutBlocking) {
+  const std::filesystem::path fifo = std::filesystem::temp_directory_path() /
+                                     ("sparsering_fifo_" + std::to_string(::getpid()) + ".safetensors");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    (void)SafetensorsFile::open(fifo);
+    ADD_FAILURE() << "a FIFO was opened as a container";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("FIFO"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(fifo);
+  EXPECT_THROW((void)SafetensorsFile::open("/dev/zero"), InputError);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "tuner/export/export_bundle.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -86,6 +87,23 @@ TEST(ExportBundle, RefusesAFileAsOutputFolder) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "plain") << "x";
   test::expect_input_error([&] { write_export_bundle(sample_bundle(), dir / "plain", true); }, {"not a folder"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ExportBundle, ANewFolderAppearsWholeAndNonRegularTargetsAreRefused) {
+  const auto dir = fresh_dir("whole");
+  // The folder does not exist: it is written beside itself and renamed into place, no temporary left.
+  write_export_bundle(sample_bundle(), dir / "out", false);
+  EXPECT_EQ(read_file(dir / "out" / "a.txt"), "alpha\n");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename(), "out") << "left beside the export: " << entry.path();
+  }
+  // A FIFO where a file goes is never replaced, even with --force; nothing else is written.
+  const auto fifo_dir = dir / "fifo";
+  std::filesystem::create_directories(fifo_dir);
+  ASSERT_EQ(::mkfifo((fifo_dir / "a.txt").c_str(), 0600), 0);
+  test::expect_input_error([&] { write_export_bundle(sample_bundle(), fifo_dir, true); }, {"a.txt", "not a regular file"});
+  EXPECT_FALSE(std::filesystem::exists(fifo_dir / "NOTES.md"));
   std::filesystem::remove_all(dir);
 }
 

@@ -28,7 +28,7 @@ constexpr double kGiB = static_cast<double>(int64_t{1} << 30);
 struct QueueEntry {
   double bound = 0.0;
   int64_t index = 0;
-  int32_t level = 0;  // 0 coarse, 1 cells, 2 ring (or final)
+  int32_t level = 0;  // 0 coarse, then the StepLowerBound strength of its bound
 };
 
 struct LaterEntry {
@@ -299,11 +299,12 @@ bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& f
     // a new work set would be counted, the strong cell bound and the ring bound.
     const bool too_large =
         options_.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options_.max_simulated_ring;
-    const bool strong_level = entry.level == 1 && !counted_[static_cast<size_t>(g)] && !too_large;
-    if (entry.level == 0 || strong_level) {
+    // Levels: 0 coarse, 1 tiles, 2 cells, 3 strong cells and ring (StepLowerBound strengths).
+    const bool strong_level = entry.level == StepLowerBound::kCells && !counted_[static_cast<size_t>(g)] && !too_large;
+    if (entry.level < StepLowerBound::kCells || strong_level) {
       queue_.pop();
       const auto t0 = std::chrono::steady_clock::now();
-      const int strength = strong_level ? 2 : 1;
+      const int strength = strong_level ? StepLowerBound::kStrong : entry.level + 1;
       if (bound.refined(g) < strength) {
         bound.refine(g, threads_, strength);
         ++stats.refined;

@@ -58,6 +58,7 @@ struct TuneOptions {
   std::vector<double> granularities = {0.5, 1.0, 2.0};
   std::vector<std::string> layouts = {"contiguous", "zigzag", "striped"};
   std::vector<std::string> comms = {"p2p", "all_gather"};
+  std::vector<std::string> layout_shuffles = {"per_layer", "loader"};
   std::vector<std::string> recomputes = {"none", "selective", "full"};
   std::vector<int64_t> zero_stages = {0, 1, 2, 3};
   bool brute_force = false;
@@ -95,6 +96,10 @@ SearchSpaceOptions space_options(const TuneOptions& o) {
   for (const std::string& l : o.layouts) s.layouts.push_back(parse_layout_kind(l));
   s.comms.clear();
   for (const std::string& c : o.comms) s.comms.push_back(c == "p2p" ? CommPrimitive::p2p : CommPrimitive::all_gather);
+  s.layout_shuffles.clear();
+  for (const std::string& m : o.layout_shuffles) {
+    s.layout_shuffles.push_back(m == "loader" ? LayoutShuffleMode::loader : LayoutShuffleMode::per_layer);
+  }
   s.recomputes.clear();
   for (const std::string& r : o.recomputes) {
     s.recomputes.push_back(r == "none" ? RecomputeMode::none : r == "selective" ? RecomputeMode::selective : RecomputeMode::full);
@@ -254,7 +259,11 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                    ms(f.exposed_comm_ms), str(fixed(f.worker_imbalance, 2), "/", fixed(f.step_imbalance, 2)),
                    fixed(f.peak_memory_gib, 2), describe_degrees(result.space.degrees_of(c)),
                    describe_order(result.space.order_of(c)), describe_hierarchy(result.space.hierarchy_of(c)),
-                   describe_layout(result.space.geometry_of(c).layout), std::to_string(result.space.geometry_of(c).block),
+                   str(describe_layout(result.space.geometry_of(c).layout),
+                       result.space.geometry_of(c).layout.kind() == LayoutKind::striped
+                           ? (c.shuffle == LayoutShuffleMode::loader ? " loader" : "")
+                           : ""),
+                   std::to_string(result.space.geometry_of(c).block),
                    std::string(to_string(c.comm)), std::string(to_string(c.recompute)), std::to_string(c.zero_stage)});
   }
   table.print(std::cout);
@@ -311,6 +320,12 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--comms", o->comms, "Communication primitives to try")
       ->delimiter(',')
       ->check(CLI::IsMember({"p2p", "all_gather"}))
+      ->capture_default_str();
+  cmd->add_option("--layout-shuffles", o->layout_shuffles,
+                  "Where striped layouts are established: per_layer (all-to-alls around every attention) or loader "
+                  "(once, by the data loader)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"per_layer", "loader"}))
       ->capture_default_str();
   cmd->add_option("--recompute", o->recomputes, "Recomputation modes to try")
       ->delimiter(',')

@@ -405,8 +405,11 @@ void StepSimulation::layer_collectives() {
   SimulationResult& result = result_;
   LayerOverheads& o = overheads_;
   // Layout shuffle and Ulysses all-to-alls, pattern estimation collectives: worst group.
+  // Automatic: the plan's layout_shuffle key, else per layer for striped layouts only.
+  const bool per_layer = plan.layout_shuffle ? *plan.layout_shuffle == LayoutShuffleMode::per_layer
+                                             : plan.layout.kind() == LayoutKind::striped;
   const bool shuffle = options.layout_shuffle == LayoutShuffle::always ||
-                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind() == LayoutKind::striped);
+                       (options.layout_shuffle == LayoutShuffle::automatic && per_layer);
   const int32_t last_owner = plan.layout.owner(n - 1).ring_rank;
   for (const RingClass& cls : result.ring_classes) {
     if (shuffle) {
@@ -424,7 +427,12 @@ void StepSimulation::layer_collectives() {
                                                           network.all_reduce_ns(cls.members, masses));
     }
   }
-  if (shuffle) result.notes.push_back("layout all-to-alls of Q, K, V in and of the output back (striped layout)");
+  if (shuffle) {
+    result.notes.push_back(str("layout all-to-alls of Q, K, V in and of the output back (", to_string(plan.layout.kind()),
+                               " layout, re-laid out per layer)"));
+  } else if (plan.layout.kind() == LayoutKind::striped) {
+    result.notes.push_back("striped layout established once by the data loader: no layout all-to-all per layer");
+  }
   if (plan.head_parallel > 1) {
     const int64_t b = shapes.bytes_per_value;
     const int64_t qkv_bytes = shapes.dense_tokens * (model.q_heads + 2 * model.kv_heads) * model.head_dim * b;

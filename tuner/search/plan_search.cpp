@@ -502,6 +502,8 @@ std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, c
   differ(str("ring ", describe_hierarchy(space.hierarchy_of(w))), str("ring ", describe_hierarchy(space.hierarchy_of(r))));
   differ(describe_layout(space.geometry_of(w).layout), describe_layout(space.geometry_of(r).layout));
   differ(str("b", space.geometry_of(w).block), str("b", space.geometry_of(r).block));
+  differ(w.shuffle == LayoutShuffleMode::per_layer ? "layout all-to-alls per layer" : "layout from the loader",
+         r.shuffle == LayoutShuffleMode::per_layer ? "layout all-to-alls per layer" : "layout from the loader");
   differ(std::string(to_string(w.comm)), std::string(to_string(r.comm)));
   differ(str("recompute ", to_string(w.recompute)), str("recompute ", to_string(r.recompute)));
   differ(str("zero", w.zero_stage), str("zero", r.zero_stage));

@@ -574,8 +574,9 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   const bool all_gather = c.comm == CommPrimitive::all_gather;
   const int64_t w = deg.context_parallel;
 
-  const SimNs shuffle_in = striped ? o.shuffle_in : 0;
-  const SimNs shuffle_out = striped ? o.shuffle_out : 0;
+  const bool shuffled = striped && c.shuffle == LayoutShuffleMode::per_layer;
+  const SimNs shuffle_in = shuffled ? o.shuffle_in : 0;
+  const SimNs shuffle_out = shuffled ? o.shuffle_out : 0;
   const SimNs bcast = broadcast_ns(c.order, geometry.layout.owner(space_.seq_len_tokens - 1).ring_rank);
   const SimNs forward_rest = d.qkv_f + o.ulysses_in + shuffle_in + bcast + d.scores + o.reduce + gt.index_build +
                              shuffle_out + o.ulysses_out + d.out_f + d.mlp_f;

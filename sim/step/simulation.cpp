@@ -429,7 +429,7 @@ void StepSimulation::layer_collectives() {
   }
   if (shuffle) {
     result.notes.push_back(str("layout all-to-alls of Q, K, V in and of the output back (", to_string(plan.layout.kind()),
-                               " layout, re-laid out per layer)"));
+                               " layout)"));
   } else if (plan.layout.kind() == LayoutKind::striped) {
     result.notes.push_back("striped layout established once by the data loader: no layout all-to-all per layer");
   }

@@ -35,6 +35,7 @@
 #include "traces/safetensors_trace.hpp"
 #include "traces/token_count.hpp"
 #include "tuner/search/file_digest.hpp"
+#include "tuner/search/model_error.hpp"
 #include "tuner/search/plan_search.hpp"
 #include "tuner/search/progress_bar.hpp"
 
@@ -64,9 +65,12 @@ struct TuneOptions {
   std::vector<double> granularities = {0.5, 1.0, 2.0};
   std::vector<std::string> layouts = {"contiguous", "zigzag", "striped"};
   std::vector<std::string> comms = {"p2p", "all_gather"};
+  std::vector<std::string> layout_shuffles = {"per_layer", "loader"};
   std::vector<std::string> recomputes = {"none", "selective", "full"};
   std::vector<int64_t> zero_stages = {0, 1, 2, 3};
   bool brute_force = false;
+  double tie_band = -1.0;  // < 0: the median of --model-error
+  std::string model_error = "configs/model_error.yaml";
 };
 
 /// A config given as a file path, or as a bare name found in configs/<folder>/<name>.yaml.
@@ -104,6 +108,10 @@ SearchSpaceOptions space_options(const TuneOptions& o) {
   for (const std::string& l : o.layouts) s.layouts.push_back(parse_layout_kind(l));
   s.comms.clear();
   for (const std::string& c : o.comms) s.comms.push_back(c == "p2p" ? CommPrimitive::p2p : CommPrimitive::all_gather);
+  s.layout_shuffles.clear();
+  for (const std::string& m : o.layout_shuffles) {
+    s.layout_shuffles.push_back(m == "loader" ? LayoutShuffleMode::loader : LayoutShuffleMode::per_layer);
+  }
   s.recomputes.clear();
   for (const std::string& r : o.recomputes) {
     s.recomputes.push_back(r == "none" ? RecomputeMode::none : r == "selective" ? RecomputeMode::selective : RecomputeMode::full);
@@ -170,6 +178,17 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   options.max_simulated_ring = o.max_ring_simulated;
   options.trace_sample = o.sample;
   options.prune = !o.brute_force;
+  if (o.tie_band >= 0.0) {
+    require(o.tie_band < 1.0, "--tie-band must be in [0, 1), got ", o.tie_band);
+    options.tie_band = o.tie_band;
+    options.tie_band_source = "--tie-band";
+  } else if (fs::is_regular_file(o.model_error)) {
+    const ModelError error = load_model_error(o.model_error);
+    options.tie_band = error.median_relative;
+    options.tie_band_source = error.source;
+  } else {
+    require(o.model_error == "configs/model_error.yaml", "--model-error ", o.model_error, " does not exist");
+  }
   ProgressBar bar(std::cerr, isatty(fileno(stderr)) != 0);
   options.progress = [&bar](const SearchProgress& p) {
     const double fraction = p.candidates > 0 ? static_cast<double>(p.settled) / static_cast<double>(p.candidates) : 0.0;
@@ -224,6 +243,29 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                     {"over_cap", s.over_cap},           {"work_sets", s.work_sets},       {"refined", s.refined},
                     {"ring_refined", s.ring_refined},   {"rounds", s.rounds},             {"seconds", s.seconds}};
     out["ties"] = result.ties;
+    out["tie_band"] = {{"relative", options.tie_band}, {"source", options.tie_band_source}};
+    out["tie_note"] = result.tie_note;
+    out["pruned_by_bound"] = {{"memory", s.memory_pruned},
+                              {"coarse", s.pruned_by_bound[0]},
+                              {"tiles", s.pruned_by_bound[1]},
+                              {"cells", s.pruned_by_bound[2]},
+                              {"strong_and_ring", s.pruned_by_bound[3]}};
+    nlohmann::json simulated = nlohmann::json::array();
+    for (const SimulatedPlan& p : result.simulated) {
+      const Candidate& c = result.space.candidates[static_cast<size_t>(p.candidate)];
+      const double step_ms = options.objective == Objective::step_time
+                                 ? p.cost * 1e-6
+                                 : p.cost * 1e-6 * static_cast<double>(result.space.degrees_of(c).data_parallel * seq_len);
+      simulated.push_back({{"candidate", p.candidate},
+                           {"description", describe_candidate(result.space, c)},
+                           {"cost", p.cost},
+                           {"step_ms", step_ms},
+                           {"peak_memory_gib", static_cast<double>(p.peak_bytes) / static_cast<double>(int64_t{1} << 30)},
+                           {"fits", p.fits},
+                           {"tied_with_fastest", p.fits && !result.simulated.empty() &&
+                                                     p.cost < result.simulated.front().cost * (1.0 + options.tie_band)}});
+    }
+    out["simulated"] = simulated;
     nlohmann::json ranked = nlohmann::json::array();
     for (size_t k = 0; k < result.ranked.size(); ++k) {
       const RankedPlan& r = result.ranked[k];
@@ -237,7 +279,8 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                         {"exposed_comm_ms", f.exposed_comm_ms},
                         {"worker_imbalance", f.worker_imbalance},
                         {"step_imbalance", f.step_imbalance},
-                        {"peak_memory_gib", f.peak_memory_gib}});
+                        {"peak_memory_gib", f.peak_memory_gib},
+                        {"tie_group", r.tie_group}});
     }
     out["ranked"] = ranked;
     out["notes"] = result.ranked.front().notes;
@@ -256,25 +299,26 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
               << fixed(s.simulate_seconds, 2) << " s (" << s.rounds << " rounds); " << s.over_cap
               << " simulated plans exceeded the memory cap\n";
   }
-  Table table({"rank", "step ms", "tokens/s", "attn fwd+bwd ms", "exposed comm ms", "imbalance w/s", "peak GiB",
+  Table table({"rank", "tie", "step ms", "tokens/s", "attn fwd+bwd ms", "exposed comm ms", "imbalance w/s", "peak GiB",
                "degrees", "ring order", "ring levels", "layout", "block", "comm", "recompute", "zero"});
   for (size_t k = 0; k < result.ranked.size(); ++k) {
     const RankedPlan& r = result.ranked[k];
     const PlanFigures& f = r.figures;
     const Candidate& c = result.space.candidates[static_cast<size_t>(r.candidate)];
-    table.add_row({std::to_string(k + 1), ms(f.step_ms), fixed(f.tokens_per_s, 0), ms(f.attention_fwd_bwd_ms),
+    table.add_row({std::to_string(k + 1), str("T", r.tie_group + 1), ms(f.step_ms), fixed(f.tokens_per_s, 0), ms(f.attention_fwd_bwd_ms),
                    ms(f.exposed_comm_ms), str(fixed(f.worker_imbalance, 2), "/", fixed(f.step_imbalance, 2)),
                    fixed(f.peak_memory_gib, 2), describe_degrees(result.space.degrees_of(c)),
                    describe_order(result.space.order_of(c)), describe_hierarchy(result.space.hierarchy_of(c)),
-                   describe_layout(result.space.geometry_of(c).layout), std::to_string(result.space.geometry_of(c).block),
+                   str(describe_layout(result.space.geometry_of(c).layout),
+                       result.space.geometry_of(c).layout.kind() == LayoutKind::striped
+                           ? (c.shuffle == LayoutShuffleMode::loader ? " loader" : "")
+                           : ""),
+                   std::to_string(result.space.geometry_of(c).block),
                    std::string(to_string(c.comm)), std::string(to_string(c.recompute)), std::to_string(c.zero_stage)});
   }
   table.print(std::cout);
   std::cout << "\nwhy: " << escape_for_terminal(result.explanation, true) << "\n";
-  if (result.ties > 0) {
-    std::cout << "ties: " << result.ties << " other plans predict exactly the winner's figures (they differ only in "
-              << "choices the model does not distinguish); the first by enumeration order wins\n";
-  }
+  if (!result.tie_note.empty()) std::cout << "ties: " << escape_for_terminal(result.tie_note, true) << "\n";
   for (const std::string& note : result.ranked.front().notes) std::cout << "note: " << escape_for_terminal(note, true) << "\n";
   if (!outputs.empty()) {
     std::cout << "\nwrote " << escape_for_terminal(outputs.front().string());
@@ -326,11 +370,21 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global) {
       ->delimiter(',')
       ->check(CLI::IsMember({"p2p", "all_gather"}))
       ->capture_default_str();
+  cmd->add_option("--layout-shuffles", o->layout_shuffles,
+                  "Where striped layouts are established: per_layer (all-to-alls around every attention) or loader "
+                  "(once, by the data loader)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"per_layer", "loader"}))
+      ->capture_default_str();
   cmd->add_option("--recompute", o->recomputes, "Recomputation modes to try")
       ->delimiter(',')
       ->check(CLI::IsMember({"none", "selective", "full"}))
       ->capture_default_str();
   cmd->add_option("--zero", o->zero_stages, "ZeRO stages to try")->delimiter(',')->check(CLI::Range(0, 3))->capture_default_str();
+  cmd->add_option("--tie-band", o->tie_band,
+                  "Plans closer than this relative step difference are statistically tied (default: the median "
+                  "error of --model-error)");
+  cmd->add_option("--model-error", o->model_error, "The model's validated error (YAML)")->capture_default_str();
   cmd->add_flag("--brute-force", o->brute_force, "Simulate every candidate without pruning (slow; for checking)");
   cmd->callback([o, &global] { run_tune(*o, global); });
 }

@@ -204,6 +204,8 @@ PlanConfig build_plan(const YAML::Node& root) {
                    : recompute == "selective" ? RecomputeMode::selective
                                               : RecomputeMode::full;
   plan.zero_stage = map.optional_int("zero_stage", 0, 0, 3);
+  const std::string shuffle = map.optional_choice("layout_shuffle", "", {"per_layer", "loader"});
+  if (!shuffle.empty()) plan.layout_shuffle = shuffle == "loader" ? LayoutShuffleMode::loader : LayoutShuffleMode::per_layer;
   if (auto prediction = map.optional_map("prediction")) plan.prediction = read_prediction(*prediction);
   map.finish();
   return plan;
@@ -367,6 +369,7 @@ std::string write_plan_yaml(const PlanConfig& plan) {
   out << YAML::Key << "comm" << YAML::Value << std::string(to_string(plan.comm));
   out << YAML::Key << "recompute" << YAML::Value << std::string(to_string(plan.recompute));
   out << YAML::Key << "zero_stage" << YAML::Value << plan.zero_stage;
+  if (plan.layout_shuffle) out << YAML::Key << "layout_shuffle" << YAML::Value << std::string(to_string(*plan.layout_shuffle));
 
   if (plan.prediction) {
     const PlanPrediction& p = *plan.prediction;
@@ -394,6 +397,10 @@ std::string write_plan_yaml(const PlanConfig& plan) {
 }
 
 std::string_view to_string(CommPrimitive primitive) { return primitive == CommPrimitive::p2p ? "p2p" : "all_gather"; }
+
+std::string_view to_string(LayoutShuffleMode mode) {
+  return mode == LayoutShuffleMode::loader ? "loader" : "per_layer";
+}
 
 std::string_view to_string(RecomputeMode mode) {
   switch (mode) {

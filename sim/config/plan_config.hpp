@@ -61,6 +61,10 @@ struct PlanPrediction {
   double peak_memory_gib = 0.0;          ///< per GPU
 };
 
+/// Where the token layout is established: by all-to-alls of Q, K, V around every attention
+/// (`per_layer`) or once by the data loader (`loader`, no cost in the step).
+enum class LayoutShuffleMode : int32_t { per_layer = 0, loader = 1 };
+
 struct PlanConfig {
   std::string name;                     ///< optional label
   std::string model;                    ///< model reference as written (name or path)
@@ -80,6 +84,8 @@ struct PlanConfig {
   SparseSettings sparse;
   CommPrimitive comm = CommPrimitive::p2p;
   RecomputeMode recompute = RecomputeMode::none;
+  /// Optional key `layout_shuffle`; absent: striped layouts per layer, the others by the loader.
+  std::optional<LayoutShuffleMode> layout_shuffle;
   int64_t zero_stage = 0;               ///< ZeRO / FSDP sharding stage 0-3, over every rank of the world (as Megatron's distributed optimizer and FSDP shard over data x context parallel)
   std::optional<PlanPrediction> prediction;
   std::filesystem::path source_path;
@@ -135,5 +141,6 @@ std::vector<int64_t> identity_ring_order(int64_t world_size);
 /// The YAML spellings of the enums ("p2p", "selective", ...).
 std::string_view to_string(CommPrimitive primitive);
 std::string_view to_string(RecomputeMode mode);
+std::string_view to_string(LayoutShuffleMode mode);
 
 }  // namespace sparsering

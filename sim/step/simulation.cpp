@@ -182,7 +182,20 @@ class StepSimulation {
     layer_compute();
     all_gather_times();
     build_ring_inputs();
-    for (int64_t layer = 0; layer < model_.layers; ++layer) simulate_layer(layer);
+    const std::string key = ring_pass_key();
+    const std::shared_ptr<const RingPassSummary> cached = context_.ring_passes(key);
+    auto summary = cached ? nullptr : std::make_shared<RingPassSummary>();
+    for (int64_t layer = 0; layer < model_.layers; ++layer) simulate_layer(layer, cached.get(), summary.get());
+    if (cached) {
+      per_rank_fwd_ = cached->per_rank_fwd_ns;
+      exposed_steps_ = cached->exposed_steps;
+      index_bytes_ = cached->index_bytes;
+    } else if (!key.empty()) {
+      summary->per_rank_fwd_ns = per_rank_fwd_;
+      summary->exposed_steps = exposed_steps_;
+      summary->index_bytes = index_bytes_;
+      context_.remember_ring_passes(key, std::move(summary));
+    }
     whole_model_figures();
     assemble_step();
     estimate_memory_use();
@@ -208,8 +221,14 @@ class StepSimulation {
   void all_gather_times();
   /// The link inputs of each ring class; only the kernel times change from layer to layer.
   void build_ring_inputs();
-  /// Layer `layer`: its ring passes forward and backward, its phases, its sparse index bytes.
-  void simulate_layer(int64_t layer);
+  /// What identifies the ring passes in the context's cache: everything they depend on (work,
+  /// cost model, links, ring schedule and order, primitive, accumulator route) and nothing that
+  /// only follows them (recomputation, ZeRO, layout shuffle). Empty (no caching) without a trace
+  /// key or when ring records are kept.
+  std::string ring_pass_key() const;
+  /// Layer `layer`: its ring passes forward and backward (from `cached` when given, else
+  /// simulated and, with `summary`, recorded there), its phases, its sparse index bytes.
+  void simulate_layer(int64_t layer, const RingPassSummary* cached, RingPassSummary* summary);
   /// Kernel times of layer `layer` into the ring inputs, then every class's forward and backward
   /// pass; fills the layer's attention times and figures, returns its step imbalance.
   double simulate_ring_passes(int64_t layer, LayerResult& lr);
@@ -236,6 +255,7 @@ class StepSimulation {
   bool sparse_ = false;
   int64_t n_ = 0;  // tokens of the sequence
   std::shared_ptr<const WorkSet> work_;
+  std::string pattern_key_;  // the patterns' cache key (empty: not cached)
   AttentionCostModel cost_;
   GemmCostModel gemm_;
   std::optional<ClusterNetwork> network_;
@@ -320,6 +340,7 @@ void StepSimulation::count_work() {
     patterns = context_.patterns(pattern_key, [&] { return dense_patterns(model.layers, model.q_heads, n); });
     result.notes.push_back("dense attention: every causal pair, same kernel cost model as the sparse kernel");
   }
+  pattern_key_ = pattern_key;
   work_ = context_.work(pattern_key, *patterns, plan.layout, plan.sparse.block_q, plan.sparse.block_k,
                         plan.head_parallel, plan.micro_batch_sequences, options.threads);
   result.heads_per_group = work_->heads_per_group;
@@ -384,8 +405,11 @@ void StepSimulation::layer_collectives() {
   SimulationResult& result = result_;
   LayerOverheads& o = overheads_;
   // Layout shuffle and Ulysses all-to-alls, pattern estimation collectives: worst group.
+  // Automatic: the plan's layout_shuffle key, else per layer for striped layouts only.
+  const bool per_layer = plan.layout_shuffle ? *plan.layout_shuffle == LayoutShuffleMode::per_layer
+                                             : plan.layout.kind() == LayoutKind::striped;
   const bool shuffle = options.layout_shuffle == LayoutShuffle::always ||
-                       (options.layout_shuffle == LayoutShuffle::automatic && plan.layout.kind() == LayoutKind::striped);
+                       (options.layout_shuffle == LayoutShuffle::automatic && per_layer);
   const int32_t last_owner = plan.layout.owner(n - 1).ring_rank;
   for (const RingClass& cls : result.ring_classes) {
     if (shuffle) {
@@ -403,7 +427,12 @@ void StepSimulation::layer_collectives() {
                                                           network.all_reduce_ns(cls.members, masses));
     }
   }
-  if (shuffle) result.notes.push_back("layout all-to-alls of Q, K, V in and of the output back (striped layout)");
+  if (shuffle) {
+    result.notes.push_back(str("layout all-to-alls of Q, K, V in and of the output back (", to_string(plan.layout.kind()),
+                               " layout)"));
+  } else if (plan.layout.kind() == LayoutKind::striped) {
+    result.notes.push_back("striped layout established once by the data loader: no layout all-to-all per layer");
+  }
   if (plan.head_parallel > 1) {
     const int64_t b = shapes.bytes_per_value;
     const int64_t qkv_bytes = shapes.dense_tokens * (model.q_heads + 2 * model.kv_heads) * model.head_dim * b;
@@ -486,10 +515,42 @@ void StepSimulation::build_ring_inputs() {
   q_blocks_ = ceil_div(plan_.layout.local_len(), plan_.sparse.block_q);
 }
 
-void StepSimulation::simulate_layer(int64_t layer) {
+std::string StepSimulation::ring_pass_key() const {
+  if (options_.trace_key.empty() || options_.keep_ring_records || pattern_key_.empty()) return {};
+  const PlanConfig& plan = plan_;
+  const RooflineAssumptions& r = options_.roofline;
+  std::string key = str(pattern_key_, "|model=", model_.name, "|cluster=", cluster_.name, "|gpu=", cluster_.gpu_config.name,
+                        "|", to_string(plan.layout.kind()), "|N=", n_, "|W=", plan.context_parallel, "|H=", plan.head_parallel,
+                        "|D=", plan.data_parallel, "|G=", plan.layout.granularity_tokens(), "|bq=", plan.sparse.block_q,
+                        "|bk=", plan.sparse.block_k, "|batch=", plan.micro_batch_sequences, "|comm=", to_string(plan.comm),
+                        "|route=", static_cast<int>(options_.accumulator_route), "|roofline=", r.attention_efficiency, ",",
+                        r.gather_slowdown, ",", r.backward_flop_ratio, ",", r.launch_us, "|levels=");
+  for (const RingLevel& level : plan.ring_levels) key += str(level.size, to_string(level.link), ",");
+  key += "|order=";
+  for (const int64_t rank : plan.ring_order) key += str(rank, ",");
+  return key;
+}
+
+void StepSimulation::simulate_layer(int64_t layer, const RingPassSummary* cached, RingPassSummary* summary) {
   LayerResult lr;
   lr.layer = layer;
-  const double layer_step_imbalance = simulate_ring_passes(layer, lr);
+  double layer_step_imbalance = 1.0;
+  if (cached != nullptr) {
+    const RingPassSummary::Layer& c = cached->layers[static_cast<size_t>(layer)];
+    lr.attention_fwd_ns = c.attention_fwd_ns;
+    lr.attention_bwd_ns = c.attention_bwd_ns;
+    lr.worker_imbalance = c.worker_imbalance;
+    lr.exposed_share = c.exposed_share;
+    lr.backward_exposed_share = c.backward_exposed_share;
+    layer_step_imbalance = c.step_imbalance;
+  } else {
+    layer_step_imbalance = simulate_ring_passes(layer, lr);
+    if (summary != nullptr) {
+      summary->layers.push_back(RingPassSummary::Layer{lr.attention_fwd_ns, lr.attention_bwd_ns, lr.worker_imbalance,
+                                                       layer_step_imbalance, lr.exposed_share,
+                                                       lr.backward_exposed_share});
+    }
+  }
   lr.step_imbalance = layer_step_imbalance;
   step_imbalance_sum_ += layer_step_imbalance;
   for (int64_t g = 0; g < plan_.head_parallel; ++g) lr.work += work_->at(layer, g).total();
@@ -497,7 +558,7 @@ void StepSimulation::simulate_layer(int64_t layer) {
   result_.step.forward_ns += lr.forward_ns;
   result_.step.backward_ns += lr.backward_ns;
   result_.layers.push_back(std::move(lr));
-  if (sparse_) index_bytes_ += index_bytes_of_layer(layer);
+  if (sparse_ && cached == nullptr) index_bytes_ += index_bytes_of_layer(layer);
 }
 
 double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {

@@ -27,7 +27,7 @@ namespace sparsering {
 
 /// When the token layout costs an all-to-all of Q, K, V in and of the output back (docs/simulator.md section 5).
 enum class LayoutShuffle : int32_t {
-  automatic = 0,  ///< striped layouts only (contiguous and zigzag come from the data loader)
+  automatic = 0,  ///< the plan's layout_shuffle; without it striped layouts only (contiguous and zigzag come from the data loader)
   always = 1,
   never = 2,
 };

@@ -1,3 +1,4 @@
+// Caches of the simulator (sim/step/simulation_context.hpp). Tested in tests/sim/simulation_test.cpp.
 #include "sim/step/simulation_context.hpp"
 
 #include "common/error.hpp"
@@ -52,6 +53,19 @@ std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& patter
   return made;
 }
 
+std::shared_ptr<const RingPassSummary> SimulationContext::ring_passes(const std::string& key) const {
+  if (key.empty()) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = ring_passes_.find(key);
+  return it == ring_passes_.end() ? nullptr : it->second;
+}
+
+void SimulationContext::remember_ring_passes(const std::string& key, std::shared_ptr<const RingPassSummary> summary) {
+  if (key.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ring_passes_.emplace(key, std::move(summary));
+}
+
 int64_t SimulationContext::work_cache_hits() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return hits_;
@@ -66,6 +80,7 @@ void SimulationContext::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   patterns_.clear();
   work_.clear();
+  ring_passes_.clear();
 }
 
 }  // namespace sparsering

@@ -92,6 +92,36 @@ TEST_P(PrunedEqualsBruteForce, UnderAMemoryCap) {
   for (const RankedPlan& p : pruned.ranked) EXPECT_LE(p.figures.peak_memory_gib, cap);
 }
 
+TEST_P(PrunedEqualsBruteForce, WithATieBandAndTheShuffleDimension) {
+  // The default space searches per-layer and loader layouts; a tie band re-orders the same top K.
+  const Case c = GetParam();
+  const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed + 2, 4);
+  const ModelConfig model = testing::tiny_model();
+  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks);
+  PlanTemplate tmpl;
+  tmpl.model = model.name;
+  tmpl.cluster = cluster.name;
+  SearchOptions options;
+  options.threads = 2;
+  options.top = 6;
+  options.round_candidates = 8;
+  options.tie_band = 0.03;
+  options.prune = false;
+  const SearchResult brute = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  options.prune = true;
+  const SearchResult pruned = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  expect_same_ranking(pruned, brute);
+  EXPECT_EQ(pruned.tie_note, brute.tie_note);
+  for (size_t k = 1; k < pruned.ranked.size(); ++k) {
+    const RankedPlan& a = pruned.ranked[k - 1];
+    const RankedPlan& b = pruned.ranked[k];
+    EXPECT_LE(a.tie_group, b.tie_group);
+    if (a.tie_group == b.tie_group) {
+      EXPECT_LE(a.peak_bytes, b.peak_bytes);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SmallClusters, PrunedEqualsBruteForce,
                          ::testing::Values(Case{2, 2, 0, 80, 8192, 21}, Case{1, 4, 0, 80, 8192, 22},
                                            Case{2, 4, 0, 80, 8192, 23}, Case{4, 2, 2, 80, 4096, 24}),

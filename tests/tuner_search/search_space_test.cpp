@@ -20,6 +20,7 @@ SearchSpaceOptions narrow_options() {
   o.stripe_shifts = {0};
   o.recomputes = {RecomputeMode::none};
   o.zero_stages = {0};
+  o.layout_shuffles = {LayoutShuffleMode::per_layer};
   return o;
 }
 
@@ -35,6 +36,21 @@ TEST(SearchSpace, HandCountedOnOneNodeOfFour) {
   EXPECT_EQ(space.orders.size(), 7U);
   EXPECT_EQ(space.geometries.size(), 1U + 3U + 3U + 1U + 3U + 1U);
   EXPECT_EQ(space.candidates.size(), 27U);
+  // With the loader layout too: each striped geometry of W > 1 (W = 2 and 4 with H = 1, W = 2
+  // with H = 2 in two placements) gets it with both comms: 27 + 4 x 2 = 35.
+  SearchSpaceOptions both = narrow_options();
+  both.layout_shuffles = {LayoutShuffleMode::per_layer, LayoutShuffleMode::loader};
+  const SearchSpace with_loader =
+      enumerate_search_space(testing::tiny_model(), testing::test_cluster(1, 4, 80), 4096, both);
+  EXPECT_EQ(with_loader.candidates.size(), 35U);
+  int64_t loader = 0;
+  for (const Candidate& c : with_loader.candidates) {
+    if (c.shuffle == LayoutShuffleMode::loader && with_loader.geometry_of(c).layout.kind() == LayoutKind::striped) ++loader;
+    const PlanConfig plan = make_candidate_plan(with_loader, c, PlanTemplate{});
+    ASSERT_TRUE(plan.layout_shuffle.has_value());
+    EXPECT_EQ(*plan.layout_shuffle, c.shuffle);
+  }
+  EXPECT_EQ(loader, 8);
 }
 
 TEST(SearchSpace, HandCountedOnTwoNodesOfTwo) {
@@ -98,7 +114,8 @@ TEST(SearchSpace, EveryCandidateIsADistinctValidPlan) {
       for (const int64_t r : plan.ring_order) order += str(r, ",");
       EXPECT_TRUE(keys.insert(str(plan.context_parallel, "|", plan.head_parallel, "|", order, "|", levels, "|",
                                   to_string(plan.layout.kind()), plan.layout.granularity_tokens(), "|",
-                                  plan.sparse.block_q, "|", to_string(plan.comm), "|", to_string(plan.recompute)))
+                                  plan.sparse.block_q, "|", to_string(plan.comm), "|", to_string(plan.recompute), "|",
+                                  plan.layout_shuffle ? to_string(*plan.layout_shuffle) : ""))
                       .second)
           << "duplicate " << describe_candidate(space, c);
       if (c.comm == CommPrimitive::all_gather) {

@@ -53,10 +53,10 @@ void check_bounds(const Inputs& s, int samples, uint64_t seed) {
     // Strengths in the order the search applies them; each must bound the simulation.
     std::vector<SimNs> bounds;
     if (bound.refined(c.geometry) == 0) bounds.push_back(bound.step_ns(c));
-    bound.refine(c.geometry, 2, 1);
-    bounds.push_back(bound.step_ns(c));
-    bound.refine(c.geometry, 2, 2);
-    bounds.push_back(bound.step_ns(c));
+    for (const int strength : {StepLowerBound::kTiles, StepLowerBound::kCells, StepLowerBound::kStrong}) {
+      bound.refine(c.geometry, 2, strength);
+      bounds.push_back(bound.step_ns(c));
+    }
     if (bound.ring_bound_applies(c)) {
       bound.refine_ring(c, 2);
       bounds.push_back(bound.step_ns(c));

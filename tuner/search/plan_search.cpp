@@ -18,6 +18,7 @@
 #include "sparsering/version.hpp"
 #include "tuner/search/parallel_for.hpp"
 #include "tuner/search/step_lower_bound.hpp"
+#include "tuner/search/tie_groups.hpp"
 
 namespace sparsering {
 
@@ -28,7 +29,7 @@ constexpr double kGiB = static_cast<double>(int64_t{1} << 30);
 struct QueueEntry {
   double bound = 0.0;
   int64_t index = 0;
-  int32_t level = 0;  // 0 coarse, 1 cells, 2 ring (or final)
+  int32_t level = 0;  // 0 coarse, then the StepLowerBound strength of its bound
 };
 
 struct LaterEntry {
@@ -284,6 +285,10 @@ void PlanSearch::simulate_survivors() {
   }
   lowest_open_ = queue_.empty() ? 0.0 : queue_.top().bound;
   stats.bound_pruned = static_cast<int64_t>(queue_.size());
+  for (; !queue_.empty(); queue_.pop()) {
+    const auto level = static_cast<size_t>(std::clamp(queue_.top().level, 0, 3));
+    ++stats.pruned_by_bound[level];
+  }
 }
 
 bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
@@ -299,11 +304,12 @@ bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& f
     // a new work set would be counted, the strong cell bound and the ring bound.
     const bool too_large =
         options_.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options_.max_simulated_ring;
-    const bool strong_level = entry.level == 1 && !counted_[static_cast<size_t>(g)] && !too_large;
-    if (entry.level == 0 || strong_level) {
+    // Levels: 0 coarse, 1 tiles, 2 cells, 3 strong cells and ring (StepLowerBound strengths).
+    const bool strong_level = entry.level == StepLowerBound::kCells && !counted_[static_cast<size_t>(g)] && !too_large;
+    if (entry.level < StepLowerBound::kCells || strong_level) {
       queue_.pop();
       const auto t0 = std::chrono::steady_clock::now();
-      const int strength = strong_level ? 2 : 1;
+      const int strength = strong_level ? StepLowerBound::kStrong : entry.level + 1;
       if (bound.refined(g) < strength) {
         bound.refine(g, threads_, strength);
         ++stats.refined;
@@ -401,15 +407,24 @@ void PlanSearch::rank_and_explain() {
   require(!feasible.empty(), "no simulated plan fits in ", gib(cap_bytes_),
           " GiB per GPU: the smallest needs ", gib(least_simulated), " GiB");
   std::sort(feasible.begin(), feasible.end());
+  for (int64_t i = 0; i < count; ++i) {
+    if (!simulated_[static_cast<size_t>(i)]) continue;
+    const Outcome& o = outcomes_[static_cast<size_t>(i)];
+    result.simulated.push_back(SimulatedPlan{i, o.cost, o.peak_bytes, o.fits});
+  }
+  std::sort(result.simulated.begin(), result.simulated.end(), [](const SimulatedPlan& a, const SimulatedPlan& b) {
+    return std::tie(a.cost, a.candidate) < std::tie(b.cost, b.candidate);
+  });
+  const double band = options_.tie_band;
   std::vector<int64_t> chosen;
   for (size_t k = 0; k < feasible.size() && k < static_cast<size_t>(options_.top); ++k) chosen.push_back(feasible[k].second);
-  int64_t runner = -1;
+  int64_t runner = -1;  // the best plan slower than the fastest (simulated by either search)
   for (const auto& [c, index] : feasible) {
+    if (c == feasible.front().first && index != feasible.front().second) ++result.ties;
     if (c > feasible.front().first) {
       runner = index;
       break;
     }
-    if (index != feasible.front().second) ++result.ties;
   }
   std::vector<int64_t> detail = chosen;
   if (runner >= 0 && std::find(chosen.begin(), chosen.end(), runner) == chosen.end()) detail.push_back(runner);
@@ -427,17 +442,59 @@ void PlanSearch::rank_and_explain() {
     r.figures = plan_figures(sr, c.recompute);
     r.plan.prediction = sr.prediction(kVersion);
     r.notes = sr.notes;
+    r.peak_bytes = sr.memory.peak_bytes;
   });
   result.stats.simulate_seconds += seconds_since(ranking_started);
-  for (size_t k = 0; k < chosen.size(); ++k) result.ranked.push_back(plans[k]);
+  // Statistical ties among the ranked plans: lower memory, then the simpler plan, first.
+  std::vector<TieEntry> entries;
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    const RankedPlan& p = plans[k];
+    const Candidate& c = space.candidates[static_cast<size_t>(p.candidate)];
+    const ParallelDegrees& g = space.degrees_of(c);
+    const bool per_layer = space.geometry_of(c).layout.kind() == LayoutKind::striped && c.shuffle == LayoutShuffleMode::per_layer;
+    TieEntry e;
+    e.cost = p.cost;
+    e.peak_bytes = p.peak_bytes;
+    e.ring_levels = static_cast<int32_t>(space.hierarchy_of(c).levels.size());
+    e.collectives = (g.head_parallel > 1 ? 2 : 0) + (c.comm == CommPrimitive::all_gather ? 2 : 0) + (per_layer ? 2 : 0) +
+                    (c.zero_stage >= 3 ? 1 : 0);
+    e.per_layer_shuffle = per_layer;
+    e.index = p.candidate;
+    entries.push_back(e);
+  }
+  const std::vector<TiePlace> places = order_with_ties(entries, band);
+  for (const TiePlace& place : places) {
+    result.ranked.push_back(plans[place.entry]);
+    result.ranked.back().tie_group = place.group;
+    if (place.group == 0 && result.ranked.size() > 1) ++result.tied;
+  }
+  if (result.tied > 0) {
+    // The decisive factor: against the first group member the winner differs from in more than
+    // the enumeration order (node-major and snake orders often predict the same).
+    const TieEntry& first = entries[places[0].entry];
+    size_t against = 1;
+    while (against + 1 < places.size() && places[against + 1].group == 0 &&
+           tie_reason(first, entries[places[against].entry]) == "enumeration order") {
+      ++against;
+    }
+    const TieEntry& second = entries[places[against].entry];
+    const std::string within = band > 0.0 ? str("within ", fixed(100.0 * band, 1), "% (the model's error",
+                                                options_.tie_band_source.empty() ? "" : str(", ", options_.tie_band_source), ")")
+                                          : std::string("at exactly the same cost");
+    result.tie_note = str(result.tied + 1, " ranked plans are ", within, " of the fastest and statistically tied; the first "
+                          "comes first by ", tie_reason(first, second));
+  }
   if (runner >= 0) {
     result.has_runner_up = true;
     for (const RankedPlan& p : plans) {
       if (p.candidate == runner) result.runner_up = p;
     }
-    result.explanation = explain_winner(space, result.ranked.front(), result.runner_up);
+    result.explanation = explain_winner(space, result.ranked.front(), result.runner_up, band);
   } else {
-    result.explanation = "every simulated plan ties with the winner; it comes first by enumeration order";
+    result.explanation = band > 0.0 ? str("every simulated plan is within ", fixed(100.0 * band, 1),
+                                          "% of the fastest (the model's error); the plans beyond it were pruned "
+                                          "by their bounds without simulation")
+                                    : "every simulated plan ties with the winner; it comes first by enumeration order";
   }
 }
 
@@ -486,7 +543,8 @@ SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster
   return PlanSearch(model, cluster, trace, seq_len_tokens, space_options, tmpl, options).run();
 }
 
-std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, const RankedPlan& runner_up) {
+std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, const RankedPlan& runner_up,
+                           double band) {
   const Candidate& w = space.candidates[static_cast<size_t>(winner.candidate)];
   const Candidate& r = space.candidates[static_cast<size_t>(runner_up.candidate)];
   std::vector<std::string> mine;
@@ -501,6 +559,8 @@ std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, c
   differ(str("ring ", describe_hierarchy(space.hierarchy_of(w))), str("ring ", describe_hierarchy(space.hierarchy_of(r))));
   differ(describe_layout(space.geometry_of(w).layout), describe_layout(space.geometry_of(r).layout));
   differ(str("b", space.geometry_of(w).block), str("b", space.geometry_of(r).block));
+  differ(w.shuffle == LayoutShuffleMode::per_layer ? "layout all-to-alls per layer" : "layout from the loader",
+         r.shuffle == LayoutShuffleMode::per_layer ? "layout all-to-alls per layer" : "layout from the loader");
   differ(std::string(to_string(w.comm)), std::string(to_string(r.comm)));
   differ(str("recompute ", to_string(w.recompute)), str("recompute ", to_string(r.recompute)));
   differ(str("zero", w.zero_stage), str("zero", r.zero_stage));
@@ -525,6 +585,12 @@ std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, c
   const Part* top = &parts[0];
   for (const Part& p : parts) {
     if (p.runner_ms - p.winner_ms > top->runner_ms - top->winner_ms) top = &p;
+  }
+  const double floor_ms = band * b.step_ms;  // differences below the model's error are not named
+  if (band > 0.0 && top->runner_ms - top->winner_ms <= floor_ms) {
+    return str(mine.empty() ? std::string("the winner") : join(mine), " (vs ", theirs.empty() ? std::string("the runner-up") : join(theirs),
+               "): no step component differs by more than the model's error (", fixed(100.0 * band, 1), "% of ",
+               ms(b.step_ms), " ms); step ", ms(b.step_ms), " ms -> ", ms(a.step_ms), " ms");
   }
   std::string verb;
   if (std::string(top->name) == "attention") {

@@ -26,7 +26,8 @@
 //    head); the result then says how far the best bound of the skipped candidates is from the
 //    winner.
 // Objectives: step time, or tokens/s (cost = step time per token), both under the memory cap.
-// Ties are broken by the enumeration index. Tested in tests/tuner_search/plan_search_test.cpp
+// The best K by cost are then grouped into statistical ties (tuner/search/tie_groups.hpp): lower
+// peak memory, then the simpler plan, first within a group. Tested in tests/tuner_search/plan_search_test.cpp
 // (pruned parallel search == brute force, thread-count independence).
 #pragma once
 
@@ -69,6 +70,10 @@ struct SearchOptions {
   int64_t max_simulated_ring = 0;  ///< simulate rings of at most this many positions; 0 = no limit
   int64_t work_set_cache_bytes = int64_t{3} << 30;  ///< counted work kept between rounds (then dropped)
   int64_t trace_sample = 0;        ///< trace sample whose patterns are used
+  /// Relative error of the model's predictions: plans closer than this are statistically tied
+  /// (tuner/search/tie_groups.hpp); 0 ties only equal costs.
+  double tie_band = 0.0;
+  std::string tie_band_source;     ///< where tie_band comes from (for the output)
   SimulationOptions simulation;    ///< roofline assumptions, gradient-sync overlap
   std::function<void(const SearchProgress&)> progress;  ///< called after each round (may be empty)
 };
@@ -80,6 +85,16 @@ struct RankedPlan {
   PlanConfig plan;         ///< with its prediction
   PlanFigures figures;
   std::vector<std::string> notes;  ///< the simulation's assumptions (uncalibrated GPU, ...)
+  int32_t tie_group = 0;           ///< 0 = statistically tied with the fastest plan
+  int64_t peak_bytes = 0;          ///< simulated peak memory per GPU
+};
+
+/// Every simulated candidate (for --format json).
+struct SimulatedPlan {
+  int64_t candidate = 0;
+  double cost = 0.0;
+  int64_t peak_bytes = 0;
+  bool fits = false;  ///< within the memory cap
 };
 
 struct SearchStats {
@@ -94,6 +109,9 @@ struct SearchStats {
   int64_t refined = 0;           ///< geometry work bounds computed (cheap or strong)
   int64_t ring_refined = 0;      ///< (geometry, order, hierarchy) ring bounds computed
   int64_t rounds = 0;
+  /// Candidates pruned by a step-time bound, by the bound's strength: coarse, tiles, cells,
+  /// strong cells and ring (they add up to bound_pruned).
+  std::vector<int64_t> pruned_by_bound = std::vector<int64_t>(4, 0);
   double skipped_best_bound = 0.0;  ///< lowest cost bound of a budget-skipped candidate (0 = none)
   double seconds = 0.0;          ///< wall time of the search
   double bound_seconds = 0.0;    ///< of which: enumeration, memory and coarse bounds
@@ -107,7 +125,10 @@ struct SearchResult {
   /// The best simulated plan whose cost is worse than the winner's (absent if all tie).
   bool has_runner_up = false;
   RankedPlan runner_up;
-  int64_t ties = 0;                ///< other simulated plans with exactly the winner's cost
+  int64_t ties = 0;                ///< other simulated plans with exactly the fastest plan's cost
+  int64_t tied = 0;                ///< other ranked plans in the winner's tie group (within tie_band)
+  std::string tie_note;            ///< how the tie group was broken (empty without one)
+  std::vector<SimulatedPlan> simulated;  ///< every simulated candidate, ascending by (cost, index)
   SearchStats stats;
   std::string guarantee;           ///< what the search proved, in one sentence
   std::string explanation;         ///< why the winner beats the runner-up, in one line
@@ -123,7 +144,9 @@ SearchResult search_plans(const ModelConfig& model, const ClusterConfig& cluster
 
 /// The one-line comparison of the winner with the runner-up (file comment of plan_figures.hpp):
 /// the dimensions in which they differ and the step component that differs most.
-std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, const RankedPlan& runner_up);
+/// Only step components differing by more than `band` x the runner-up's step are named.
+std::string explain_winner(const SearchSpace& space, const RankedPlan& winner, const RankedPlan& runner_up,
+                           double band = 0.0);
 
 /// "step-time" / "tokens-per-s".
 std::string_view to_string(Objective objective);

@@ -1,4 +1,4 @@
-// Enumeration of the tuner's plan space (see search_space.hpp).
+// The plan space (tuner/search/search_space.hpp). Tested in tests/tuner_search/search_space_test.cpp.
 #include "tuner/search/search_space.hpp"
 
 #include <algorithm>
@@ -11,6 +11,11 @@ namespace sparsering {
 namespace {
 
 bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// A striped layout laid out once by the data loader (named apart from the per-layer default).
+bool is_loader_striped(const Geometry& geometry, const Candidate& candidate) {
+  return geometry.layout.kind() == LayoutKind::striped && candidate.shuffle == LayoutShuffleMode::loader;
+}
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> out;
@@ -35,6 +40,7 @@ void check_options(const SearchSpaceOptions& o) {
   }
   for (const int32_t s : o.stripe_shifts) require(s >= -6 && s <= 6, "stripe shifts must be in [-6, 6], got ", s);
   require(!o.comms.empty(), "the search needs at least one communication primitive");
+  require(!o.layout_shuffles.empty(), "the search needs at least one layout shuffle (per_layer, loader)");
   require(!o.recomputes.empty(), "the search needs at least one recomputation mode");
   require(!o.zero_stages.empty(), "the search needs at least one ZeRO stage");
   for (const int64_t z : o.zero_stages) require(z >= 0 && z <= 3, "ZeRO stages must be 0-3, got ", z);
@@ -135,13 +141,18 @@ SearchSpace enumerate_search_space(const ModelConfig& model, const ClusterConfig
       const OrderChoice& order = space.orders[oi];
       for (size_t hi = 0; hi < order.hierarchies.size(); ++hi) {
         for (size_t gi = first_geometry; gi < space.geometries.size(); ++gi) {
-          for (const CommPrimitive comm : options.comms) {
-            if (comm == CommPrimitive::all_gather && (g.context_parallel == 1 || hi != 0)) continue;
-            for (const RecomputeMode recompute : options.recomputes) {
-              for (const int64_t zero : options.zero_stages) {
-                space.candidates.push_back(Candidate{static_cast<int32_t>(oi), static_cast<int32_t>(hi),
-                                                     static_cast<int32_t>(gi), comm, recompute,
-                                                     static_cast<int32_t>(zero)});
+          const bool striped = space.geometries[gi].layout.kind() == LayoutKind::striped;
+          const std::vector<LayoutShuffleMode> shuffles =
+              striped ? options.layout_shuffles : std::vector<LayoutShuffleMode>{LayoutShuffleMode::loader};
+          for (const LayoutShuffleMode shuffle : shuffles) {
+            for (const CommPrimitive comm : options.comms) {
+              if (comm == CommPrimitive::all_gather && (g.context_parallel == 1 || hi != 0)) continue;
+              for (const RecomputeMode recompute : options.recomputes) {
+                for (const int64_t zero : options.zero_stages) {
+                  space.candidates.push_back(Candidate{static_cast<int32_t>(oi), static_cast<int32_t>(hi),
+                                                       static_cast<int32_t>(gi), comm, recompute,
+                                                       static_cast<int32_t>(zero), shuffle});
+                }
               }
             }
           }
@@ -176,6 +187,7 @@ PlanConfig make_candidate_plan(const SearchSpace& space, const Candidate& candid
   plan.comm = candidate.comm;
   plan.recompute = candidate.recompute;
   plan.zero_stage = candidate.zero_stage;
+  plan.layout_shuffle = candidate.shuffle;
   std::string levels;
   for (const RingLevel& level : plan.ring_levels) levels += str(levels.empty() ? "" : "x", level.size);
   plan.name = str(tmpl.name_prefix, "-h", g.head_parallel, "-cp", g.context_parallel, "-dp", g.data_parallel, "-",
@@ -183,7 +195,7 @@ PlanConfig make_candidate_plan(const SearchSpace& space, const Candidate& candid
                   to_string(geometry.layout.kind()),
                   geometry.layout.kind() == LayoutKind::striped ? str(geometry.layout.granularity_tokens()) : "", "-b",
                   geometry.block, "-", to_string(candidate.comm), "-", to_string(candidate.recompute), "-z",
-                  candidate.zero_stage);
+                  candidate.zero_stage, is_loader_striped(geometry, candidate) ? "-loader" : "");
   return plan;
 }
 
@@ -212,8 +224,8 @@ std::string describe_candidate(const SearchSpace& space, const Candidate& candid
   const Geometry& geometry = space.geometry_of(candidate);
   return str(describe_degrees(space.degrees_of(candidate)), " | ", describe_order(space.order_of(candidate)), " | ",
              describe_hierarchy(space.hierarchy_of(candidate)), " | ", describe_layout(geometry.layout), " | b",
-             geometry.block, " | ", to_string(candidate.comm), " | ", to_string(candidate.recompute), " | zero",
-             candidate.zero_stage);
+             geometry.block, is_loader_striped(geometry, candidate) ? " (loader)" : "", " | ", to_string(candidate.comm),
+             " | ", to_string(candidate.recompute), " | zero", candidate.zero_stage);
 }
 
 }  // namespace sparsering

@@ -11,12 +11,14 @@
 //             contiguous (every layout is the same there);
 //   block     block_q = block_k, from the configured sizes, each one the CUDA kernels support
 //             (core/kernel_support.hpp), so every candidate is a plan parse_plan accepts;
+//   shuffle   striped layouts only: re-laid out per layer (all-to-alls around every attention)
+//             or once by the data loader; contiguous and zigzag always come from the loader;
 //   comm      p2p ring or all-gather (all-gather ignores the ring hierarchy, so only with the
 //             flat ring; W = 1 has only p2p);
 //   recompute none, selective, full;  zero stage 0-3 (memory decides which fit).
 // A geometry is what a work set depends on: (degrees, layout, granularity, block). Candidates
 // are enumerated in a fixed order (degrees by H then W ascending, then order, hierarchy,
-// geometry, comm, recompute, zero stage); the index in that order is the stable key that breaks
+// geometry, shuffle, comm, recompute, zero stage); the index in that order is the stable key that breaks
 // ties. Tested in tests/tuner_search/search_space_test.cpp.
 #pragma once
 
@@ -39,6 +41,8 @@ struct SearchSpaceOptions {
   std::vector<int32_t> stripe_shifts = {-1, 0, 1};  ///< striped granularity = block x 2^shift
   std::vector<LayoutKind> layouts = {LayoutKind::contiguous, LayoutKind::zigzag, LayoutKind::striped};
   std::vector<CommPrimitive> comms = {CommPrimitive::p2p, CommPrimitive::all_gather};
+  /// Where striped layouts are established (the others always come from the loader).
+  std::vector<LayoutShuffleMode> layout_shuffles = {LayoutShuffleMode::per_layer, LayoutShuffleMode::loader};
   std::vector<RecomputeMode> recomputes = {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full};
   std::vector<int64_t> zero_stages = {0, 1, 2, 3};
   std::vector<RankPlacement> placements = {RankPlacement::cp_inner, RankPlacement::hp_inner};
@@ -71,6 +75,7 @@ struct Candidate {
   CommPrimitive comm = CommPrimitive::p2p;
   RecomputeMode recompute = RecomputeMode::none;
   int32_t zero_stage = 0;
+  LayoutShuffleMode shuffle = LayoutShuffleMode::loader;  ///< per_layer only for striped layouts
 };
 
 struct SearchSpace {

@@ -350,8 +350,12 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   // Tiles only (chunks bounded by 0) for large rings, and at strength 1 for rings beyond
   // kCheapColumnRanks; otherwise representative columns (strength 1) or all (strength 2).
   const bool large = t.ranks > kMaxRingBoundRanks;
-  const bool tiles_only = large || (strength < 2 && t.ranks > kCheapColumnRanks);
-  const bool keep_cells = strength >= 2 && !large;
+  const bool tiles_only = large || strength <= kTiles || (strength < kStrong && t.ranks > kCheapColumnRanks);
+  const bool keep_cells = strength >= kStrong && !large;
+  if (tiles_only && t.refined >= kTiles) {  // the same bound as the one already there
+    t.refined = strength;
+    return;
+  }
   auto kept = std::make_shared<CellTimes>();
   if (keep_cells) {
     kept->forward.assign(cells * w, 0);
@@ -392,9 +396,9 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
       }
     }
     const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets,
-                                              tiles_only     ? ColumnBound::none
-                                              : strength >= 2 ? ColumnBound::dense
-                                                              : ColumnBound::representative);
+                                              tiles_only            ? ColumnBound::none
+                                              : strength >= kStrong ? ColumnBound::dense
+                                                                    : ColumnBound::representative);
     for (size_t p = 0; p < w; ++p) {
       SimNs f = 0;
       SimNs b = 0;
@@ -450,8 +454,8 @@ std::shared_ptr<const StepLowerBound::CellTimes> StepLowerBound::cell_times(int3
     }
   }
   // Evicted (or never strong): recompute the strong bound, which stores the cells again.
-  geometry_terms_[static_cast<size_t>(geometry)]->refined = std::min(refined(geometry), 1);
-  refine(geometry, threads, 2);
+  geometry_terms_[static_cast<size_t>(geometry)]->refined = std::min(refined(geometry), kCells);
+  refine(geometry, threads, kStrong);
   return cell_cache_.front().second;
 }
 
@@ -467,7 +471,7 @@ bool StepLowerBound::ring_refined(const Candidate& c) const {
 void StepLowerBound::refine_ring(const Candidate& c, int threads) {
   require(ring_bound_applies(c), "the ring bound needs a p2p ring of 2 to ", kMaxRingBoundRanks, " positions");
   if (ring_refined(c)) return;
-  refine(c.geometry, threads, 2);
+  refine(c.geometry, threads, kStrong);
   const std::shared_ptr<const CellTimes> cell = cell_times(c.geometry, threads);
   const GeometryTerms& gt = *geometry_terms_[static_cast<size_t>(c.geometry)];
   const RingHierarchy& hierarchy = space_.hierarchy_of(c);
@@ -570,8 +574,9 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   const bool all_gather = c.comm == CommPrimitive::all_gather;
   const int64_t w = deg.context_parallel;
 
-  const SimNs shuffle_in = striped ? o.shuffle_in : 0;
-  const SimNs shuffle_out = striped ? o.shuffle_out : 0;
+  const bool shuffled = striped && c.shuffle == LayoutShuffleMode::per_layer;
+  const SimNs shuffle_in = shuffled ? o.shuffle_in : 0;
+  const SimNs shuffle_out = shuffled ? o.shuffle_out : 0;
   const SimNs bcast = broadcast_ns(c.order, geometry.layout.owner(space_.seq_len_tokens - 1).ring_rank);
   const SimNs forward_rest = d.qkv_f + o.ulysses_in + shuffle_in + bcast + d.scores + o.reduce + gt.index_build +
                              shuffle_out + o.ulysses_out + d.out_f + d.mlp_f;

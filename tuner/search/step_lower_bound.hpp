@@ -24,7 +24,7 @@
 //   coarse  per geometry, from the layout-independent total tile count (every aligned layout
 //           lists the same tiles), spread evenly over the ring; available at once;
 //   cells   per geometry, from the per-cell work bound (refine(): tiles only, then tiles and
-//           chunks);
+//           representative chunks, then every chunk bound);
 //   ring    per (geometry, ring order, hierarchy), p2p only: the simulator's own ring event model
 //           (sim/ring/ring_simulation.hpp) run on the bounded kernel times with those hop times;
 //           backward with the mirror accumulator route runs it with the accumulators, and with
@@ -71,20 +71,25 @@ class StepLowerBound {
   /// Lower bound of the simulated step time (ns): refined if refine() ran for the candidate's
   /// geometry, else coarse.
   SimNs step_ns(const Candidate& candidate) const;
-  /// 0 before refine(geometry), then the strongest `strength` it ran with (1 or 2).
+  /// Strengths of refine(), each at least as strong as the one before.
+  static constexpr int kTiles = 1;   ///< tiles only (O(N / stripe) per layer where it applies)
+  static constexpr int kCells = 2;   ///< tiles and representative columns
+  static constexpr int kStrong = 3;  ///< tiles and every column bound; keeps cells for refine_ring
+  /// 0 before refine(geometry), then the strongest `strength` it ran with (kTiles .. kStrong).
   int refined(int32_t geometry) const;
   /// Computes the per-cell work bound of a geometry (parallel over layers on `threads`):
-  /// strength 1 with ColumnBound::representative (rings of more than kCheapColumnRanks
-  /// positions: tiles only, from tiles_by_rank_offset where it applies, O(N / stripe) per
-  /// layer), strength 2 with ColumnBound::dense; rings of more than kMaxRingBoundRanks positions
-  /// stay at tiles only. No-op if a bound of at least that strength exists.
-  void refine(int32_t geometry, int threads, int strength = 2);
+  /// kTiles with tiles only (from tiles_by_rank_offset where it applies, O(N / stripe) per
+  /// layer), kCells with ColumnBound::representative (rings of more than kCheapColumnRanks
+  /// positions: tiles only), kStrong with ColumnBound::dense; rings of more than
+  /// kMaxRingBoundRanks positions stay at tiles only. No-op if a bound of at least that
+  /// strength exists.
+  void refine(int32_t geometry, int threads, int strength = kStrong);
   /// True if refine_ring applies to the candidate (p2p, ring of at most kMaxRingBoundRanks).
   bool ring_bound_applies(const Candidate& candidate) const;
   /// True once refine_ring ran for the candidate's (geometry, order, hierarchy).
   bool ring_refined(const Candidate& candidate) const;
   /// Runs the ring event model on the bounded work of the candidate's geometry, order and
-  /// hierarchy (refines the geometry to strength 2 first). Precondition: ring_bound_applies.
+  /// hierarchy (refines the geometry to kStrong first). Precondition: ring_bound_applies.
   void refine_ring(const Candidate& candidate, int threads);
 
   static constexpr int64_t kMaxRingBoundRanks = 256;

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "sim/config/yaml_reader.hpp"
+#include "common/yaml_reader.hpp"
 
 namespace sparsering {
 

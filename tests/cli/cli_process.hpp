@@ -22,9 +22,12 @@ struct CliResult {
   double seconds = 0;  ///< wall time
 };
 
-/// Runs `sparsering <args>` (already shell-quoted words) through /bin/sh and waits.
-inline CliResult run_cli(const std::string& args) {
-  const std::string command = std::string(SPARSERING_CLI) + " " + args + " 2>&1";
+/// Runs `sparsering <args>` (already shell-quoted words) through /bin/sh and waits. With
+/// `timeout_s` > 0 coreutils `timeout` ends a run that hangs (exit code 124), so a hang fails the
+/// test instead of stalling it; no test asserts how fast a run was.
+inline CliResult run_cli(const std::string& args, int timeout_s = 0) {
+  const std::string prefix = timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : std::string();
+  const std::string command = prefix + std::string(SPARSERING_CLI) + " " + args + " 2>&1";
   CliResult result;
   const auto start = std::chrono::steady_clock::now();
   FILE* pipe = ::popen(command.c_str(), "r");

@@ -8,12 +8,14 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/global_options.hpp"
 #include "common/error.hpp"
+#include "common/memory_budget.hpp"
 #include "common/temporary_paths.hpp"
 #include "common/text_safety.hpp"
 
@@ -29,6 +31,9 @@ inline void add_global_options(CLI::App& app, GlobalOptions& global) {
       ->option_text("table|json");
   app.add_flag("-v,--verbose", global.verbosity, "More detail on stderr (repeat for more)");
   app.add_flag("--force", global.force, "Overwrite existing output files");
+  app.add_option("--max-memory-gib", global.max_memory_gib,
+                 "Memory budget in GiB; requests estimated above it are refused (default: physical memory or cgroup limit)")
+      ->check(CLI::PositiveNumber);
 }
 
 /// Parses the command line, which runs the chosen command's callback, and returns the exit
@@ -47,6 +52,16 @@ inline int run_app(CLI::App& app, int argc, char** argv) {
     return code == 0 ? 0 : 2;
   } catch (const InputError& e) {
     std::cerr << "error: " << escape_for_terminal(e.what(), true) << '\n';
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Estimation before work should refuse such requests; this is the backstop for what it misses.
+    const MemoryActivity& a = memory_activity();
+    std::cerr << "error: out of memory while " << escape_for_terminal(a.what, true);
+    if (a.estimate_bytes > 0.0) {
+      std::cerr << "; the request needs about " << format_gib(a.estimate_bytes) << " GiB (budget "
+                << format_gib(a.budget_gib * kBytesPerGib) << " GiB, --max-memory-gib)";
+    }
+    std::cerr << '\n';
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << escape_for_terminal(e.what(), true) << '\n';

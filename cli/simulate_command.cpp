@@ -18,12 +18,14 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/json_text.hpp"
+#include "common/memory_budget.hpp"
 #include "common/output_bundle.hpp"
 #include "common/text_safety.hpp"
 #include "sim/config/plan_config.hpp"
 #include "sim/output/result_json.hpp"
 #include "sim/output/summary_table.hpp"
 #include "sim/output/timeline_json.hpp"
+#include "sim/step/resource_estimate.hpp"
 #include "sim/step/simulation.hpp"
 #include "sparsering/version.hpp"
 #include "traces/safetensors_trace.hpp"
@@ -80,6 +82,18 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
     trace_ptr = &trace;
     options.trace_key = trace_key(trace_path);
   }
+  // Estimate before work: refuse what would not fit in the memory budget.
+  std::error_code size_error;
+  const double trace_bytes =
+      trace_ptr != nullptr ? static_cast<double>(std::filesystem::file_size(trace_path, size_error)) : 0.0;
+  const SimulationResourceEstimate estimate =
+      estimate_simulation_resources(loaded.plan, loaded.model, options, size_error ? 0.0 : trace_bytes);
+  const double budget_gib = global.memory_budget_gib();
+  memory_activity() = MemoryActivity{str("simulating plan ", o.plan_path), estimate.memory_bytes, budget_gib};
+  require_memory_budget(str("simulating plan ", o.plan_path), estimate.memory_bytes, budget_gib,
+                        str("largest: ", estimate.largest(),
+                            ". Use fewer tokens per rank or a smaller ring (context_parallel), drop --out, "
+                            "or raise --max-memory-gib"));
   SimulationContext context;
   const SimulationResult result = simulate(context, loaded.plan, loaded.model, loaded.cluster, trace_ptr, options);
 

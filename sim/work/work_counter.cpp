@@ -42,7 +42,13 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
 
 void WorkCounter::prepare(const KeptPattern& pattern) {
   KeptPattern normalized = normalize_pattern(pattern, geo_.layout.seq_len_tokens());
-  slashes_ = std::move(normalized.slash_offsets);
+  prepare_runs(RunSet::dilated_points(normalized.slash_offsets, 0), normalized.vertical_positions);
+}
+
+void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& vertical_positions) {
+  // Offsets are held as runs so that a dense head (every offset) costs one run, not one entry
+  // per token.
+  slashes_ = std::move(slash_runs);
   widths_.clear();
   dilations_.clear();
   presence_index_.clear();
@@ -51,7 +57,7 @@ void WorkCounter::prepare(const KeptPattern& pattern) {
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   std::vector<std::vector<int64_t>> locals(ranks);
   std::vector<std::vector<int64_t>> globals(ranks);
-  for (const int64_t v : normalized.vertical_positions) {
+  for (const int64_t v : vertical_positions) {
     const TokenOwner owner = geo_.layout.owner(v);
     locals[static_cast<size_t>(owner.ring_rank)].push_back(owner.local_index);
     globals[static_cast<size_t>(owner.ring_rank)].push_back(v);
@@ -158,13 +164,16 @@ const RunSet& WorkCounter::dilated_slashes(int64_t width) {
     if (widths_[k] == width) return dilations_[k];
   }
   widths_.push_back(width);
-  dilations_.push_back(RunSet::dilated_points(slashes_, width));
+  // The union of [p - width, p] over a run [lo, hi] of points is [lo - width, hi].
+  RunSet dilated;
+  for (const Interval& run : slashes_.runs()) dilated.append(run.lo - width, run.hi);
+  dilations_.push_back(std::move(dilated));
   return dilations_.back();
 }
 
 bool WorkCounter::any_slash_in(int64_t lo, int64_t hi) const {
-  const auto it = std::lower_bound(slashes_.begin(), slashes_.end(), lo);
-  return it != slashes_.end() && *it <= hi;
+  const size_t run = slashes_.first_run_reaching(lo);
+  return run < slashes_.runs().size() && slashes_.runs()[run].lo <= hi;
 }
 
 void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& out) {
@@ -516,6 +525,17 @@ void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
   const int32_t ranks = geo_.layout.ranks();
   require(out.ranks() == ranks, "work matrix has ", out.ranks(), " ranks, the geometry ", ranks);
   prepare(pattern);
+  for (int32_t q = 0; q < ranks; ++q) {
+    for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
+  }
+}
+
+void WorkCounter::count_dense_head(WorkMatrix& out) {
+  const int32_t ranks = geo_.layout.ranks();
+  out = WorkMatrix(ranks);
+  RunSet all;
+  all.append(0, geo_.layout.seq_len_tokens() - 1);
+  prepare_runs(std::move(all), {});
   for (int32_t q = 0; q < ranks; ++q) {
     for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
   }

@@ -45,6 +45,10 @@ class WorkCounter {
   /// Adds one head's work to `out` (which must already be W x W).
   void accumulate_head(const KeptPattern& pattern, WorkMatrix& out);
 
+  /// Work of a dense head (every causal pair: all slash offsets [0, seq_len), no verticals) into
+  /// `out`, resized to W x W. Memory O(W^2 + query blocks), not O(tokens).
+  void count_dense_head(WorkMatrix& out);
+
   const BlockGeometry& geometry() const { return geo_; }
 
  private:
@@ -115,7 +119,10 @@ class WorkCounter {
   void cover_direct(int32_t q_rank, int32_t kv_rank, int64_t j, int64_t i_min, bool regular_key_block, int64_t count);
 
   const BlockGeometry& geo_;
-  std::vector<int64_t> slashes_;  ///< kept offsets, sorted, with 0
+  /// Sets the slash runs and vertical positions (sorted, unique, in range) of the next head.
+  void prepare_runs(RunSet slash_runs, const std::vector<int64_t>& vertical_positions);
+
+  RunSet slashes_;                ///< kept offsets (with 0) as runs
   std::vector<int64_t> widths_;   ///< widths with a cached dilation
   std::vector<RunSet> dilations_;
   bool memoize_ = true;

@@ -48,11 +48,8 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
   set.micro_batch = micro_batch;
   if (patterns.dense) {
     WorkCounter counter(geometry);
-    KeptPattern all;
-    all.slash_offsets.resize(static_cast<size_t>(patterns.seq_len_tokens));
-    for (int64_t d = 0; d < patterns.seq_len_tokens; ++d) all.slash_offsets[static_cast<size_t>(d)] = d;
     WorkMatrix one;
-    counter.count_head(all, one);
+    counter.count_dense_head(one);
     scale(one, set.heads_per_group * micro_batch);
     set.matrices.assign(static_cast<size_t>(set.layers * head_groups), one);
     return set;

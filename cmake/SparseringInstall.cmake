@@ -25,7 +25,7 @@ if(TARGET sparsering_kernels_cuda)
 endif()
 
 # Include folders given as build-tree paths become build-only; installed consumers use the
-# installed include root instead.
+# installed include root instead (imported include folders are system folders anyway).
 foreach(target IN LISTS _sparsering_exported)
   string(REGEX REPLACE "^sparsering_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
@@ -42,7 +42,9 @@ foreach(target IN LISTS _sparsering_exported)
         list(APPEND wrapped "$<BUILD_INTERFACE:${dir}>")
       endif()
     endforeach()
-    list(APPEND wrapped "$<INSTALL_INTERFACE:${SPARSERING_INSTALL_INCLUDEDIR}>")
+    if(property STREQUAL "INTERFACE_INCLUDE_DIRECTORIES")
+      list(APPEND wrapped "$<INSTALL_INTERFACE:${SPARSERING_INSTALL_INCLUDEDIR}>")
+    endif()
     set_target_properties(${target} PROPERTIES ${property} "${wrapped}")
   endforeach()
 endforeach()

@@ -12,7 +12,8 @@ bool is_path_ref(std::string_view ref) {
   const auto ends_with = [&](std::string_view suffix) {
     return ref.size() >= suffix.size() && ref.substr(ref.size() - suffix.size()) == suffix;
   };
-  return ref.find('/') != std::string_view::npos || ends_with(".yaml") || ends_with(".yml");
+  return ref.find('/') != std::string_view::npos || ends_with(".yaml") || ends_with(".yml") ||
+         ends_with(".json");
 }
 
 std::filesystem::path resolve_config_ref(std::string_view ref, const std::filesystem::path& referring_file,

@@ -9,7 +9,8 @@
 
 namespace sparsering {
 
-/// True if `ref` is a path (contains '/' or ends in ".yaml" or ".yml") rather than a bare name.
+/// True if `ref` is a path (contains '/' or ends in ".yaml", ".yml" or ".json", a Hugging Face
+/// config.json) rather than a bare name.
 bool is_path_ref(std::string_view ref);
 
 /// Resolves `ref` as written in `referring_file`: a path is taken relative to the referring

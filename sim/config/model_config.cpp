@@ -1,9 +1,12 @@
-// Model config parsing and derived counts. The per-field caps keep every derived product (parameter
+// Model config parsing and derived counts; a Hugging Face config.json (a path ending in ".json" or a
+// model folder), or a YAML naming one with `hf_config:`, goes through sim/config/hf_model_config.hpp. The per-field caps keep every derived product (parameter
 // counts, KV bytes) far inside int64 range whatever the input, so no later arithmetic can overflow.
 #include "sim/config/model_config.hpp"
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/yaml_reader.hpp"
+#include "sim/config/hf_model_config.hpp"
 
 namespace sparsering {
 namespace {
@@ -17,6 +20,23 @@ constexpr int64_t kMaxHidden = int64_t{1} << 20;
 constexpr int64_t kMaxFfn = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 27;
 constexpr int64_t kMaxPositions = int64_t{1} << 40;
+
+/// A model YAML with `hf_config: <path>` (relative to the YAML's folder): the keys config.json
+/// gives, overridden by every other key of the YAML. Any other document is returned as it is.
+YAML::Node with_hf_config(const YAML::Node& root, std::string_view source_name) {
+  if (!root.IsMap() || !root["hf_config"]) return root;
+  const std::string ref = yaml::to_string(root["hf_config"], "model.hf_config");
+  std::filesystem::path path{ref};
+  if (!path.is_absolute()) path = std::filesystem::path(source_name).parent_path() / path;
+  const std::filesystem::path file = hf_config_file(path.lexically_normal());
+  YAML::Node merged = hf_config_to_model_node(read_file(file, static_cast<int64_t>(yaml::kMaxDocumentBytes)),
+                                              file.string());
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    if (key != "hf_config") merged[key] = entry.second;
+  }
+  return merged;
+}
 
 ModelConfig build_model(const YAML::Node& root) {
   yaml::MapReader map(root, "model");
@@ -83,10 +103,11 @@ int64_t ModelConfig::kv_bytes_per_token_per_layer() const { return 2 * kv_heads 
 
 ModelConfig parse_model(const std::string& yaml_text, std::string_view source_name) {
   const YAML::Node root = yaml::parse_document(yaml_text, source_name);
-  return yaml::with_source(source_name, [&] { return build_model(root); });
+  return yaml::with_source(source_name, [&] { return build_model(with_hf_config(root, source_name)); });
 }
 
 ModelConfig load_model(const std::filesystem::path& path) {
+  if (is_hf_config_path(path)) return load_hf_config(path);
   ModelConfig model = parse_model(yaml::read_config_file(path), path.string());
   model.source_path = path;
   return model;

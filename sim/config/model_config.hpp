@@ -54,10 +54,13 @@ struct ModelConfig {
 };
 
 /// Parses a model config from YAML text. `source_name` prefixes every error message (a file name
-/// or "<string>"). Throws InputError naming the key path and value of the first problem.
+/// or "<string>"); an `hf_config:` path is taken relative to its folder. Throws InputError naming the key path and value of the first problem.
 ModelConfig parse_model(const std::string& yaml_text, std::string_view source_name);
 
-/// Reads and parses a model file; sets source_path. Throws InputError naming the file.
+/// Reads and parses a model file; sets source_path. A path ending in ".json", or a folder, is read
+/// as a Hugging Face config.json (load_hf_config); a YAML with `hf_config: <path>` takes the
+/// config.json's fields and overrides them with its own keys (docs/configs.md).
+/// Throws InputError naming the file.
 ModelConfig load_model(const std::filesystem::path& path);
 
 /// Where the model's sparsity prior lives: <models folder>/../sparsity/<sparsity_prior>.yaml

@@ -1,6 +1,6 @@
-// SHA-256 (FIPS 180-4) of bytes and files, for the `input_hashes` a tuned plan records next to
-// its prediction (model, cluster, trace), so a later reader can tell whether the inputs changed.
-// Tested against the FIPS 180-4 example vectors in tests/tuner_search/file_digest_test.cpp.
+// SHA-256 (FIPS 180-4, computed by OpenSSL's libcrypto) of bytes and files, for the `input_hashes` a
+// tuned plan records next to its prediction (model, cluster, trace), so a later reader can tell whether
+// the inputs changed. Tested against the FIPS 180-4 example vectors in tests/tuner_search/file_digest_test.cpp.
 #pragma once
 
 #include <filesystem>

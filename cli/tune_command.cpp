@@ -79,6 +79,11 @@ fs::path config_path(const std::string& ref, const char* flag, const char* folde
   const fs::path direct(ref);
   std::error_code ec;
   if (fs::is_regular_file(direct, ec)) return direct;
+  // A Hugging Face model folder: load_model reads its config.json (docs/configs.md).
+  if (std::string_view(folder) == "models" && fs::is_directory(direct, ec) &&
+      fs::is_regular_file(direct / "config.json", ec)) {
+    return direct;
+  }
   // Something that is not a regular file (a FIFO, /dev/zero): InputFile's refusal names its kind.
   if (fs::exists(direct, ec)) InputFile refused(direct, kDefaultTextFileCapBytes);
   const fs::path named = fs::path("configs") / folder / (ref + ".yaml");

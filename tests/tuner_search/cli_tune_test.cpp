@@ -144,5 +144,25 @@ TEST_F(CliTune, BadInputExitsWithTwo) {
   EXPECT_EQ(missing.code, 2) << missing.out;
 }
 
+TEST_F(CliTune, AcceptsAHuggingFaceModelFolder) {
+  // The tiny model's shape as a Hugging Face config.json in a folder of its own.
+  fs::create_directories(dir_ / "hf-tiny");
+  write_file_atomically(dir_ / "hf-tiny/config.json",
+                        R"({"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
+                            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000})",
+                        true);
+  const CommandRun run = tune(str("tune --model ", (dir_ / "hf-tiny").string(), " --cluster ",
+                                  (dir_ / "clusters/test.yaml").string(), " --trace ", (dir_ / "trace.safetensors").string(),
+                                  " --seq-len 8K --threads 2 --zero 0"));
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("why:"), std::string::npos) << run.out;
+  // A folder without config.json is still an unknown model.
+  fs::create_directories(dir_ / "empty-folder");
+  const CommandRun empty = tune(str("tune --model ", (dir_ / "empty-folder").string(), " --cluster ",
+                                    (dir_ / "clusters/test.yaml").string(), " --trace ",
+                                    (dir_ / "trace.safetensors").string(), " --seq-len 8K"));
+  EXPECT_EQ(empty.code, 2) << empty.out;
+}
+
 }  // namespace
 }  // namespace sparsering

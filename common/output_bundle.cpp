@@ -30,9 +30,14 @@ OutputBundle::OutputBundle(std::filesystem::path folder, std::vector<std::string
   std::error_code ec;
   const bool folder_exists = std::filesystem::is_directory(folder_, ec);
   for (const std::string& name : names_) {
-    require(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
-            "output bundle: '", name, "' is not a plain file name");
-    if (folder_exists) check_output_target(folder_ / name, overwrite_);
+    const std::filesystem::path relative(name);
+    bool plain_parts = !name.empty() && relative.is_relative() && relative.has_filename();
+    for (const auto& part : relative) plain_parts = plain_parts && part != "." && part != "..";
+    require(plain_parts, "output bundle: '", name, "' is not a relative file path inside the folder");
+    // A target in a subfolder that does not exist yet is new: nothing there to check.
+    if (folder_exists && std::filesystem::is_directory((folder_ / relative).parent_path(), ec)) {
+      check_output_target(folder_ / relative, overwrite_);
+    }
   }
   anchor_ = anchor.empty() ? folder_ : without_trailing_separator(std::move(anchor));
   if (!anchor_.has_filename()) anchor_ /= "sparsering-output";
@@ -62,6 +67,10 @@ void OutputBundle::write(const std::string& name, std::string_view bytes) {
     created_ = true;
   }
   const std::filesystem::path path = temp_folder_ / name;
+  for (std::filesystem::path sub = std::filesystem::path(name).parent_path(); !sub.empty(); sub = sub.parent_path()) {
+    file_registrations_.emplace_back(temp_folder_ / sub, TemporaryRegistration::Kind::folder);
+  }
+  create_output_folder(path.parent_path());
   file_registrations_.emplace_back(path, TemporaryRegistration::Kind::file);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw InputError(str("cannot write ", path.string(), ": ", std::strerror(errno)));
@@ -83,13 +92,16 @@ std::vector<std::filesystem::path> OutputBundle::commit() {
   // Targets may have changed during the work (a FIFO created, a file appeared): check again.
   std::error_code ec;
   if (std::filesystem::is_directory(folder_, ec)) {
-    for (const std::string& name : order) check_output_target(folder_ / name, overwrite_);
+    for (const std::string& name : order) {
+      if (std::filesystem::is_directory((folder_ / name).parent_path(), ec)) check_output_target(folder_ / name, overwrite_);
+    }
   } else {
     check_output_folder(folder_);
     create_output_folder(folder_);
   }
   std::vector<std::filesystem::path> done;
   for (const std::string& name : order) {
+    create_output_folder((folder_ / name).parent_path());
     std::filesystem::rename(temp_folder_ / name, folder_ / name, ec);
     if (ec) {
       throw InputError(str("cannot move ", name, " into ", folder_.string(), ": ", ec.message(), " (", done.size(),

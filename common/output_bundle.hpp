@@ -18,8 +18,8 @@ namespace sparsering {
 
 class OutputBundle {
  public:
-  /// Plans the files `names` (plain file names, no folders) in `folder`, which is created at
-  /// commit if absent. `anchor` names the temporary folder (`<anchor>.tmp.<pid>`, beside it);
+  /// Plans the files `names` (paths relative to `folder`, without '.' or '..' parts; subfolders
+  /// are created as needed) in `folder`, which is created at commit if absent. `anchor` names the temporary folder (`<anchor>.tmp.<pid>`, beside it);
   /// empty = `folder` itself. Throws InputError naming the path, before anything is written,
   /// when `folder` exists and is not a folder, when a target exists and `overwrite` is false, or
   /// when a target exists and is not a regular file (or a link to one).

@@ -48,6 +48,18 @@ TEST_F(OutputBundleTest, WritesAllFilesIntoANewFolder) {
   EXPECT_EQ(entries(), 1U) << "the temporary folder is gone";
 }
 
+TEST_F(OutputBundleTest, FilesInSubfoldersAndPathsThatLeaveTheFolder) {
+  OutputBundle bundle(dir_ / "run", {"sub/deeper/a.json", "b.json"}, false);
+  bundle.write("sub/deeper/a.json", "A");
+  bundle.write("b.json", "B");
+  bundle.commit();
+  EXPECT_EQ(read_text(dir_ / "run" / "sub" / "deeper" / "a.json"), "A");
+  EXPECT_EQ(entries(), 1U) << "the temporary folder is gone";
+  for (const char* bad : {"../x.json", "/abs.json", "a/./b.json", "sub/", ""}) {
+    EXPECT_THROW(OutputBundle(dir_ / "other", {bad}, true), InputError) << bad;
+  }
+}
+
 TEST_F(OutputBundleTest, RefusesBeforeWritingAnything) {
   fs::create_directories(dir_ / "run");
   std::ofstream(dir_ / "run" / "b.json") << "old";

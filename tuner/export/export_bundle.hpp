@@ -37,9 +37,8 @@ std::string render_notes(const ExportBundle& bundle);
 
 /// Writes every file of the bundle plus NOTES.md under `out_dir` (created with its parents if
 /// missing). Refuses, before writing anything, when a target file exists and `overwrite` is false,
-/// or exists and is not a regular file (InputError naming it). All files are first written into
-/// `<out_dir>.tmp.<pid>/`; a new folder is then renamed into place whole, an existing one receives
-/// the files one rename each, so a failure while writing leaves no part of the export behind.
+/// or exists and is not a regular file (InputError naming it). Written as one OutputBundle
+/// (common/output_bundle.hpp): a failure while writing leaves no part of the export behind.
 /// Returns the paths written.
 std::vector<std::filesystem::path> write_export_bundle(const ExportBundle& bundle, const std::filesystem::path& out_dir,
                                                        bool overwrite);

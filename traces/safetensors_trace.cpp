@@ -246,8 +246,7 @@ Trace parse_trace(std::span<const std::byte> bytes, std::string_view name) { ret
 Trace read_trace(const std::filesystem::path& path) {
   // The container is opened first: it reads only the 8-byte length and the JSON header and checks
   // them against the file size, so a huge, sparse or hostile file fails before its data is read.
-  const SafetensorsFile container = SafetensorsFile::open(path);
-  (void)container;
+  (void)SafetensorsFile::open(path);
   InputFile in(path, std::numeric_limits<int64_t>::max());
   std::vector<std::byte> bytes(static_cast<size_t>(in.size_bytes()));
   in.read_exactly(reinterpret_cast<char*>(bytes.data()), in.size_bytes());

@@ -317,10 +317,7 @@ void StepSimulation::count_work() {
     settings.recall = plan.sparse.recall;
     settings.max_verticals = plan.sparse.max_verticals;
     settings.max_slashes = plan.sparse.max_slashes;
-    if (!options.trace_key.empty()) {
-      pattern_key = str("trace=", options.trace_key, "|sample=", options.trace_sample, "|recall=", settings.recall,
-                        "|maxv=", settings.max_verticals, "|maxs=", settings.max_slashes);
-    }
+    pattern_key = pattern_cache_key(options.trace_key, options.trace_sample, settings);
     patterns = context_.patterns(pattern_key, [&] { return select_patterns(*trace, options.trace_sample, settings); });
     require(patterns->layers == model.layers, "the trace has ", patterns->layers, " layers, model '", model.name,
             "' has ", model.layers);
@@ -539,6 +536,8 @@ void StepSimulation::simulate_layer(int64_t layer, const RingPassSummary* cached
     const RingPassSummary::Layer& c = cached->layers[static_cast<size_t>(layer)];
     lr.attention_fwd_ns = c.attention_fwd_ns;
     lr.attention_bwd_ns = c.attention_bwd_ns;
+    lr.busiest_kernel_fwd_ns = c.busiest_kernel_fwd_ns;
+    lr.busiest_kernel_bwd_ns = c.busiest_kernel_bwd_ns;
     lr.worker_imbalance = c.worker_imbalance;
     lr.exposed_share = c.exposed_share;
     lr.backward_exposed_share = c.backward_exposed_share;
@@ -546,8 +545,9 @@ void StepSimulation::simulate_layer(int64_t layer, const RingPassSummary* cached
   } else {
     layer_step_imbalance = simulate_ring_passes(layer, lr);
     if (summary != nullptr) {
-      summary->layers.push_back(RingPassSummary::Layer{lr.attention_fwd_ns, lr.attention_bwd_ns, lr.worker_imbalance,
-                                                       layer_step_imbalance, lr.exposed_share,
+      summary->layers.push_back(RingPassSummary::Layer{lr.attention_fwd_ns, lr.attention_bwd_ns,
+                                                       lr.busiest_kernel_fwd_ns, lr.busiest_kernel_bwd_ns,
+                                                       lr.worker_imbalance, layer_step_imbalance, lr.exposed_share,
                                                        lr.backward_exposed_share});
     }
   }
@@ -575,13 +575,19 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
     input.compute_ns.resize(ww * ww);
     std::vector<SimNs> backward_compute(ww * ww);
     for (int32_t p = 0; p < w; ++p) {
+      SimNs rank_fwd = 0;
+      SimNs rank_bwd = 0;
       for (int32_t t = 0; t < w; ++t) {
         const WorkCounts& cell = matrix.at(p, schedule.source(p, t));
         const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
         input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, heads_per_launch_);
         backward_compute[at] = kernel_time_ns(cost_.backward, cell, heads_per_launch_);
-        per_rank_fwd_[c][static_cast<size_t>(p)] += input.compute_ns[at];
+        rank_fwd += input.compute_ns[at];
+        rank_bwd += backward_compute[at];
       }
+      per_rank_fwd_[c][static_cast<size_t>(p)] += rank_fwd;
+      lr.busiest_kernel_fwd_ns = std::max(lr.busiest_kernel_fwd_ns, rank_fwd);
+      lr.busiest_kernel_bwd_ns = std::max(lr.busiest_kernel_bwd_ns, rank_bwd);
     }
     RingPassResult fwd;
     fwd.layer = layer;
@@ -741,6 +747,12 @@ PlanPrediction SimulationResult::prediction(const std::string& version) const {
   p.exposed_comm_share = exposed_share;
   p.peak_memory_gib = static_cast<double>(memory.peak_bytes) / static_cast<double>(int64_t{1} << 30);
   return p;
+}
+
+std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings) {
+  if (trace_key.empty()) return {};
+  return str("trace=", trace_key, "|sample=", sample, "|recall=", settings.recall, "|maxv=", settings.max_verticals,
+             "|maxs=", settings.max_slashes);
 }
 
 SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,

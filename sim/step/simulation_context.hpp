@@ -23,12 +23,15 @@
 namespace sparsering {
 
 /// What the simulator keeps of the ring passes of a whole model when it does not keep their
-/// records: per layer the slowest ring's times and the worst ring's figures, per ring class the
+/// records: per layer the slowest ring's times, the busiest rank's kernel time and the worst
+/// ring's figures, per ring class the
 /// forward kernel time of every position and the exposed steps, and the sparse index bytes.
 struct RingPassSummary {
   struct Layer {
     SimNs attention_fwd_ns = 0;
     SimNs attention_bwd_ns = 0;
+    SimNs busiest_kernel_fwd_ns = 0;
+    SimNs busiest_kernel_bwd_ns = 0;
     double worker_imbalance = 1.0;
     double step_imbalance = 1.0;
     double exposed_share = 0.0;

@@ -1,7 +1,8 @@
 // End-to-end simulator: a hand-derived dense two-rank ring, determinism across contexts, work
-// cache reuse across ring orders, relabelling of symmetric ranks, hierarchical rings with a
-// one-node outer level, monotonicity in sparsity, NIC sharing across ring levels, the dK/dV
-// accumulator routes, the index build phase, and input checks (sim/step/simulation.hpp).
+// cache reuse across ring orders, the busiest rank's kernel time with and without ring records,
+// relabelling of symmetric ranks, hierarchical rings with a one-node outer level, monotonicity in
+// sparsity, NIC sharing across ring levels, the dK/dV accumulator routes, the index build phase,
+// and input checks (sim/step/simulation.hpp).
 #include "sim/step/simulation.hpp"
 
 #include <gtest/gtest.h>
@@ -74,6 +75,45 @@ TEST(SimulationTest, TwoSimulationsAgreeAndReuseWork) {
   EXPECT_EQ(c.layers[0].work, a.layers[0].work);
   const SimulationResult again = simulate(shared, plan, model, cluster, &trace, options);
   EXPECT_EQ(again.step.step_ns, c.step.step_ns);
+}
+
+TEST(SimulationTest, BusiestKernelTimeWithAndWithoutRingRecords) {
+  // The busiest rank's summed kernel time of each layer and direction is what the ring records
+  // show, and a simulation without records (its ring passes from the cache) reports the same.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 4);
+  const Trace trace = small_trace(2, 4, 4096, 17);
+  const PlanConfig plan = small_plan(4096, 4, "zigzag", 0, true, {{4, "nvlink"}}, 2, 1);
+  SimulationOptions options;
+  options.trace_key = "busiest";
+  SimulationContext context;
+  const SimulationResult with_records = simulate(context, plan, model, cluster, &trace, options);
+  for (const LayerResult& layer : with_records.layers) {
+    SimNs fwd = 0;
+    SimNs bwd = 0;
+    for (const RingPassResult& pass : with_records.rings) {
+      if (pass.layer != layer.layer) continue;
+      const int32_t w = pass.run.ranks;
+      for (int32_t p = 0; p < w; ++p) {
+        SimNs sum = 0;
+        for (int32_t t = 0; t < w; ++t) sum += pass.compute_ns[static_cast<size_t>(p * w + t)];
+        (pass.backward ? bwd : fwd) = std::max(pass.backward ? bwd : fwd, sum);
+      }
+    }
+    EXPECT_GT(fwd, 0);
+    EXPECT_EQ(layer.busiest_kernel_fwd_ns, fwd);
+    EXPECT_EQ(layer.busiest_kernel_bwd_ns, bwd);
+    EXPECT_LE(layer.busiest_kernel_fwd_ns, layer.attention_fwd_ns);
+  }
+  options.keep_ring_records = false;
+  for (int run = 0; run < 2; ++run) {  // the second one reads the cached ring passes
+    const SimulationResult bare = simulate(context, plan, model, cluster, &trace, options);
+    EXPECT_TRUE(bare.rings.empty());
+    for (size_t l = 0; l < bare.layers.size(); ++l) {
+      EXPECT_EQ(bare.layers[l].busiest_kernel_fwd_ns, with_records.layers[l].busiest_kernel_fwd_ns);
+      EXPECT_EQ(bare.layers[l].busiest_kernel_bwd_ns, with_records.layers[l].busiest_kernel_bwd_ns);
+    }
+  }
 }
 
 TEST(SimulationTest, RelabellingSymmetricRanksChangesNothing) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <queue>
 #include <thread>
@@ -46,7 +47,7 @@ struct Outcome {
 
 /// Recall selection of the trace sample, normalized (sorted, offset 0 included) for the bounds.
 PatternSet normalized_patterns(const Trace& trace, const ModelConfig& model, int64_t seq_len, int64_t sample,
-                               const SparseSettings& sparse) {
+                               const RecallSettings& settings) {
   require(trace.layers == model.layers, "the trace has ", trace.layers, " layers but model ", model.name, " has ",
           model.layers);
   require(trace.heads == model.q_heads, "the trace has ", trace.heads, " heads per layer but model ", model.name,
@@ -56,10 +57,6 @@ PatternSet normalized_patterns(const Trace& trace, const ModelConfig& model, int
   const int64_t n = trace.sample_seq_len[static_cast<size_t>(sample)];
   require(n == seq_len, "trace sample ", sample, " has ", n, " tokens but the sequence length to tune is ", seq_len,
           "; synthesize or capture a trace of that length");
-  RecallSettings settings;
-  settings.recall = sparse.recall;
-  settings.max_verticals = sparse.max_verticals;
-  settings.max_slashes = sparse.max_slashes;
   PatternSet set = select_patterns(trace, sample, settings);
   for (KeptPattern& pattern : set.patterns) pattern = normalize_pattern(pattern, n);
   return set;
@@ -121,10 +118,10 @@ class PlanSearch {
   bool next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
   /// Simulates a round (one candidate per fresh geometry first) and updates the best K.
   void simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
-  /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
-  /// distinct indices.
-  void evaluate(int64_t index);
-  /// Re-simulates the best K (and the runner-up) with ring records; ranks and explains them.
+  /// Simulates candidate `index` with the search's options into its outcome, counting a new work
+  /// set on `count_threads` threads. Thread-safe for distinct indices.
+  void evaluate(int64_t index, int count_threads);
+  /// Re-assembles the best K (and the runner-up) from the cached ring passes; ranks and explains them.
   void rank_and_explain();
   /// What the search proved, in one sentence.
   void state_guarantee();
@@ -150,7 +147,8 @@ class PlanSearch {
   SearchResult result_;
   int64_t cap_bytes_ = 0;
   int threads_ = 1;
-  PatternSet patterns_;
+  std::shared_ptr<const PatternSet> patterns_;  // normalized; also the simulator's (seeded in its context)
+  std::string pattern_key_;                     // the simulator's cache key of the patterns
   std::optional<StepLowerBound> bound_;
   std::priority_queue<QueueEntry, std::vector<QueueEntry>, LaterEntry> queue_;
 
@@ -209,7 +207,20 @@ void PlanSearch::check_options() {
 }
 
 void PlanSearch::enumerate_candidates() {
-  patterns_ = normalized_patterns(trace_, model_, seq_len_tokens_, options_.trace_sample, template_.sparse);
+  sim_ = options_.simulation;
+  sim_.trace_sample = options_.trace_sample;
+  sim_.trace_key = "tuner-search";
+  sim_.keep_ring_records = false;
+  // The simulator would select the same patterns again: it finds these under its key instead
+  // (normalizing changes nothing it counts).
+  RecallSettings recall;
+  recall.recall = template_.sparse.recall;
+  recall.max_verticals = template_.sparse.max_verticals;
+  recall.max_slashes = template_.sparse.max_slashes;
+  pattern_key_ = pattern_cache_key(sim_.trace_key, sim_.trace_sample, recall);
+  patterns_ = context_.patterns(pattern_key_, [&] {
+    return normalized_patterns(trace_, model_, seq_len_tokens_, options_.trace_sample, recall);
+  });
   result_.space = enumerate_search_space(model_, cluster_, seq_len_tokens_, space_options_);
   result_.stats.candidates = static_cast<int64_t>(result_.space.candidates.size());
   result_.stats.geometries = static_cast<int64_t>(result_.space.geometries.size());
@@ -219,7 +230,7 @@ void PlanSearch::bound_and_prune() {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
   const int64_t count = stats.candidates;
-  bound_.emplace(model_, cluster_, space, patterns_, template_, options_.simulation);
+  bound_.emplace(model_, cluster_, space, *patterns_, template_, options_.simulation);
   int64_t least_memory = std::numeric_limits<int64_t>::max();
   int64_t least_memory_candidate = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -247,11 +258,13 @@ void PlanSearch::bound_and_prune() {
   stats.bound_seconds = seconds_since(started_);
 }
 
-void PlanSearch::evaluate(int64_t index) {
+void PlanSearch::evaluate(int64_t index, int count_threads) {
   const SearchSpace& space = result_.space;
   const Candidate& c = space.candidates[static_cast<size_t>(index)];
   const PlanConfig plan = make_candidate_plan(space, c, template_);
-  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, sim_);
+  SimulationOptions options = sim_;
+  options.threads = count_threads;
+  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, options);
   Outcome& o = outcomes_[static_cast<size_t>(index)];
   o.cost = cost_of(r.step.step_ns, c);
   o.peak_bytes = r.memory.peak_bytes;
@@ -261,10 +274,6 @@ void PlanSearch::evaluate(int64_t index) {
 void PlanSearch::simulate_survivors() {
   const auto count = static_cast<size_t>(result_.stats.candidates);
   SearchStats& stats = result_.stats;
-  sim_ = options_.simulation;
-  sim_.trace_sample = options_.trace_sample;
-  sim_.trace_key = "tuner-search";
-  sim_.keep_ring_records = false;
   outcomes_.assign(count, Outcome{});
   simulated_.assign(count, 0);
   counted_.assign(result_.space.geometries.size(), 0);
@@ -350,6 +359,7 @@ void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<i
   if (cached_bytes_ > 0 && cached_bytes_ + fresh_bytes > options_.work_set_cache_bytes) {
     // Keep memory bounded: drop every counted work set; later rounds count again what they need.
     context_.clear();
+    context_.patterns(pattern_key_, [&] { return *patterns_; });
     std::fill(counted_.begin(), counted_.end(), 0);
     cached_bytes_ = 0;
     for (const int64_t index : batch) {
@@ -373,8 +383,11 @@ void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<i
     (is_fresh && !seen ? first : rest).push_back(index);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  parallel_for(static_cast<int64_t>(first.size()), threads_, [&](int64_t k) { evaluate(first[static_cast<size_t>(k)]); });
-  parallel_for(static_cast<int64_t>(rest.size()), threads_, [&](int64_t k) { evaluate(rest[static_cast<size_t>(k)]); });
+  // The threads not needed for one geometry each help count the work sets (results never depend on it).
+  const int count_threads = std::max(1, threads_ / std::max(1, static_cast<int>(first.size())));
+  parallel_for(static_cast<int64_t>(first.size()), threads_,
+               [&](int64_t k) { evaluate(first[static_cast<size_t>(k)], count_threads); });
+  parallel_for(static_cast<int64_t>(rest.size()), threads_, [&](int64_t k) { evaluate(rest[static_cast<size_t>(k)], 1); });
   stats.simulate_seconds += seconds_since(t0);
   for (const int32_t g : fresh) counted_[static_cast<size_t>(g)] = 1;
   stats.work_sets += static_cast<int64_t>(fresh.size());
@@ -430,14 +443,13 @@ void PlanSearch::rank_and_explain() {
   if (runner >= 0 && std::find(chosen.begin(), chosen.end(), runner) == chosen.end()) detail.push_back(runner);
   std::vector<RankedPlan> plans(detail.size());
   const auto ranking_started = std::chrono::steady_clock::now();
-  SimulationOptions records = sim_;
-  records.keep_ring_records = true;
+  // Their ring passes are in the context's cache: re-assembling the step costs no ring simulation.
   parallel_for(static_cast<int64_t>(detail.size()), threads_, [&](int64_t k) {
     RankedPlan& r = plans[static_cast<size_t>(k)];
     r.candidate = detail[static_cast<size_t>(k)];
     const Candidate& c = space.candidates[static_cast<size_t>(r.candidate)];
     r.plan = make_candidate_plan(space, c, template_);
-    const SimulationResult sr = simulate(context_, r.plan, model_, cluster_, &trace_, records);
+    const SimulationResult sr = simulate(context_, r.plan, model_, cluster_, &trace_, sim_);
     r.cost = cost_of(sr.step.step_ns, c);
     r.figures = plan_figures(sr, c.recompute);
     r.plan.prediction = sr.prediction(kVersion);

@@ -111,7 +111,7 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
         target.recv_start_ns = begin;
         target.recv_end_ns = begin + duration;
         last_send_end = std::max(last_send_end, begin + duration);
-        run.transfers.push_back(RingTransfer{TransferKind::kv, p, to, t, level, begin, begin + duration});
+        if (input.keep_transfers) run.transfers.push_back(RingTransfer{TransferKind::kv, p, to, t, level, begin, begin + duration});
       }
       release[cell(p, t)] = std::max(run.steps[cell(p, t)].compute_end_ns, last_send_end);
     }
@@ -136,8 +136,10 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
           const bool last = schedule.digit(t, level) == schedule.level_size(level) - 1;
           const int32_t up = upper[static_cast<size_t>(level)];
           const bool home = last && up < 0;
-          run.transfers.push_back(
-              RingTransfer{home ? TransferKind::dkv_return : TransferKind::dkv, at, to, t, level, begin, end});
+          if (input.keep_transfers) {
+            run.transfers.push_back(
+                RingTransfer{home ? TransferKind::dkv_return : TransferKind::dkv, at, to, t, level, begin, end});
+          }
           if (!last) {
             incoming_at(level, to, t + schedule.stride(level)) = end;
             break;
@@ -172,8 +174,10 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
         } else {
           dkv_arrival[cell(to, t + 1)] = end;
         }
-        run.transfers.push_back(
-            RingTransfer{last_inner ? TransferKind::dkv_return : TransferKind::dkv, p, to, t, level, begin, end});
+        if (input.keep_transfers) {
+          run.transfers.push_back(
+              RingTransfer{last_inner ? TransferKind::dkv_return : TransferKind::dkv, p, to, t, level, begin, end});
+        }
       }
     }
   }

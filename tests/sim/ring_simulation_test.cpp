@@ -1,6 +1,6 @@
 // Ring schedule and ring event simulation: chunk sources, hop structure, closed forms for uniform
-// rings, hierarchical rings that degenerate to flat ones, relabelling, monotonicity, and
-// hand-derived backward and hierarchical timelines (sim/ring/).
+// rings, hierarchical rings that degenerate to flat ones, relabelling, monotonicity, the same times
+// without transfer records, and hand-derived backward and hierarchical timelines (sim/ring/).
 #include "sim/ring/ring_simulation.hpp"
 
 #include "sim/ring/all_gather_pass.hpp"
@@ -192,6 +192,34 @@ TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
     const RingRun faster = simulate_ring(s, less, backward);
     EXPECT_LE(faster.end_ns, base.end_ns);
     for (size_t p = 0; p < base.finish_ns.size(); ++p) EXPECT_LE(faster.finish_ns[p], base.finish_ns[p]);
+  }
+}
+
+TEST(RingSimulationTest, WithoutTransfersTheTimesAreTheSame) {
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  for (int trial = 0; trial < 50; ++trial) {
+    const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
+    const RingSchedule s(shapes[rng() % shapes.size()]);
+    RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
+    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+    for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
+    in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
+    const bool backward = rng() % 2 == 1;
+    const RingRun full = simulate_ring(s, in, backward);
+    in.keep_transfers = false;
+    const RingRun bare = simulate_ring(s, in, backward);
+    EXPECT_FALSE(full.transfers.empty());
+    EXPECT_TRUE(bare.transfers.empty());
+    EXPECT_EQ(bare.finish_ns, full.finish_ns);
+    EXPECT_EQ(bare.end_ns, full.end_ns);
+    for (int32_t p = 0; p < s.ranks(); ++p) {
+      for (int32_t t = 0; t < s.ranks(); ++t) {
+        EXPECT_EQ(bare.at(p, t).compute_start_ns, full.at(p, t).compute_start_ns);
+        EXPECT_EQ(bare.at(p, t).recv_end_ns, full.at(p, t).recv_end_ns);
+      }
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 // End-to-end simulator: a hand-derived dense two-rank ring, determinism across contexts, work
-// cache reuse across ring orders, the busiest rank's kernel time with and without ring records,
-// relabelling of symmetric ranks, hierarchical rings with a one-node outer level, monotonicity in
-// sparsity, NIC sharing across ring levels, the dK/dV accumulator routes, the index build phase,
-// and input checks (sim/step/simulation.hpp).
+// cache reuse across ring orders, ring passes shared by orders whose links time alike, the
+// busiest rank's kernel time with and without ring records, relabelling of symmetric ranks,
+// hierarchical rings with a one-node outer level, monotonicity in sparsity, NIC sharing across
+// ring levels, the dK/dV accumulator routes, the index build phase, and input checks
+// (sim/step/simulation.hpp).
 #include "sim/step/simulation.hpp"
 
 #include <gtest/gtest.h>
@@ -131,6 +132,41 @@ TEST(SimulationTest, RelabellingSymmetricRanksChangesNothing) {
     EXPECT_EQ(a.layers[l].attention_fwd_ns, b.layers[l].attention_fwd_ns);
     EXPECT_EQ(a.layers[l].attention_bwd_ns, b.layers[l].attention_bwd_ns);
   }
+}
+
+TEST(SimulationTest, RingOrdersWhoseLinksTimeAlikeShareTheirRingPasses) {
+  // Two nodes of four: the ring that starts on the other node crosses the same fabric at the
+  // same positions, so its passes come from the cache; an order that crosses nodes at every hop
+  // does not.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 4);
+  const Trace trace = small_trace(2, 4, 4096, 19);
+  PlanConfig plan = small_plan(4096, 8, "striped", 64, true, {{8, "infiniband"}});
+  SimulationOptions options;
+  options.trace_key = "orders";
+  options.keep_ring_records = false;
+  SimulationContext context;
+  const SimulationResult a = simulate(context, plan, model, cluster, &trace, options);
+  EXPECT_EQ(context.ring_pass_hits(), 0);
+  plan.ring_order = {4, 5, 6, 7, 0, 1, 2, 3};
+  const SimulationResult b = simulate(context, plan, model, cluster, &trace, options);
+  EXPECT_EQ(context.ring_pass_hits(), 1);
+  EXPECT_EQ(b.step.step_ns, a.step.step_ns);
+  plan.ring_order = {0, 4, 1, 5, 2, 6, 3, 7};
+  const SimulationResult c = simulate(context, plan, model, cluster, &trace, options);
+  EXPECT_EQ(context.ring_pass_hits(), 1);
+  EXPECT_GT(c.layers[0].attention_fwd_ns, a.layers[0].attention_fwd_ns);
+  // The same orders simulated apart, without the cache, agree with the cached ones.
+  SimulationContext fresh;
+  plan.ring_order = {4, 5, 6, 7, 0, 1, 2, 3};
+  const SimulationResult alone = simulate(fresh, plan, model, cluster, &trace, options);
+  EXPECT_EQ(alone.step.step_ns, b.step.step_ns);
+  for (size_t l = 0; l < alone.layers.size(); ++l) {
+    EXPECT_EQ(alone.layers[l].attention_bwd_ns, b.layers[l].attention_bwd_ns);
+    EXPECT_EQ(alone.layers[l].busiest_kernel_fwd_ns, b.layers[l].busiest_kernel_fwd_ns);
+  }
+  EXPECT_EQ(alone.step_imbalance, b.step_imbalance);
+  EXPECT_EQ(alone.exposed_share, b.exposed_share);
 }
 
 TEST(SimulationTest, OneNodeOuterLevelEqualsFlatRing) {

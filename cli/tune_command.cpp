@@ -232,7 +232,8 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   const std::string space =
       str(s.candidates, " candidates in ", s.geometries, " geometries: ", s.memory_pruned, " pruned by memory, ",
           s.bound_pruned, " by step-time bounds, ", s.budget_skipped > 0 ? str(s.budget_skipped, " skipped by budget, ") : "",
-          s.simulated, " simulated (", s.work_sets, " work sets counted, ", s.refined, " bounds refined) in ",
+          s.simulated, " simulated (", s.work_sets, " work sets counted, ", s.layers_counted, " layers, ", s.refined,
+          " bounds refined) in ",
           fixed(s.seconds, 1), " s");
   if (global.format == OutputFormat::json) {
     nlohmann::json out;
@@ -245,7 +246,8 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
     out["explanation"] = result.explanation;
     out["stats"] = {{"candidates", s.candidates},       {"geometries", s.geometries},     {"memory_pruned", s.memory_pruned},
                     {"bound_pruned", s.bound_pruned},   {"budget_skipped", s.budget_skipped}, {"simulated", s.simulated},
-                    {"over_cap", s.over_cap},           {"work_sets", s.work_sets},       {"refined", s.refined},
+                    {"over_cap", s.over_cap},           {"work_sets", s.work_sets},       {"layers_counted", s.layers_counted},
+                    {"refined", s.refined},
                     {"ring_refined", s.ring_refined},   {"rounds", s.rounds},             {"seconds", s.seconds}};
     out["ties"] = result.ties;
     out["tie_band"] = {{"relative", options.tie_band}, {"source", options.tie_band_source}};
@@ -254,7 +256,8 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                               {"coarse", s.pruned_by_bound[0]},
                               {"tiles", s.pruned_by_bound[1]},
                               {"cells", s.pruned_by_bound[2]},
-                              {"strong_and_ring", s.pruned_by_bound[3]}};
+                              {"strong_and_ring", s.pruned_by_bound[3]},
+                              {"counted_layers", s.pruned_by_bound[4]}};
     nlohmann::json simulated = nlohmann::json::array();
     for (const SimulatedPlan& p : result.simulated) {
       const Candidate& c = result.space.candidates[static_cast<size_t>(p.candidate)];
@@ -300,8 +303,9 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
             << escape_for_terminal(result.guarantee, true) << "\n\n";
   if (global.verbosity > 0) {
     std::cerr << "time: bounds " << fixed(s.bound_seconds, 2) << " s, refining bounds " << fixed(s.refine_seconds, 2)
-              << " s (" << s.refined << " geometries, " << s.ring_refined << " ring bounds), simulating "
-              << fixed(s.simulate_seconds, 2) << " s (" << s.rounds << " rounds); " << s.over_cap
+              << " s (" << s.refined << " geometries, " << s.ring_refined << " ring bounds), counting work "
+              << fixed(s.count_seconds, 2) << " s (" << s.layers_counted << " layers of " << s.work_sets
+              << " geometries), simulating " << fixed(s.simulate_seconds, 2) << " s (" << s.rounds << " rounds); " << s.over_cap
               << " simulated plans exceeded the memory cap\n";
   }
   Table table({"rank", "tie", "step ms", "tokens/s", "attn fwd+bwd ms", "exposed comm ms", "imbalance w/s", "peak GiB",

@@ -110,13 +110,14 @@ TEST_F(CliTune, JsonOutput) {
   // Ranked by tie group (plans within the model's error are tied; lower memory first inside one).
   EXPECT_LE(j.at("ranked")[0].at("tie_group").get<int64_t>(), j.at("ranked")[1].at("tie_group").get<int64_t>());
   EXPECT_GT(j.at("stats").at("simulated").get<int64_t>(), 0);
+  EXPECT_GE(j.at("stats").at("layers_counted").get<int64_t>(), j.at("stats").at("work_sets").get<int64_t>());
   // The whole ranking: every simulated plan, ascending by cost, and what each bound pruned.
   const nlohmann::json& all = j.at("simulated");
   EXPECT_EQ(static_cast<int64_t>(all.size()), j.at("stats").at("simulated").get<int64_t>());
   for (size_t k = 1; k < all.size(); ++k) EXPECT_LE(all[k - 1].at("cost").get<double>(), all[k].at("cost").get<double>());
   const nlohmann::json& pruned = j.at("pruned_by_bound");
   EXPECT_EQ(pruned.at("coarse").get<int64_t>() + pruned.at("tiles").get<int64_t>() + pruned.at("cells").get<int64_t>() +
-                pruned.at("strong_and_ring").get<int64_t>(),
+                pruned.at("strong_and_ring").get<int64_t>() + pruned.at("counted_layers").get<int64_t>(),
             j.at("stats").at("bound_pruned").get<int64_t>());
   EXPECT_EQ(pruned.at("memory").get<int64_t>(), j.at("stats").at("memory_pruned").get<int64_t>());
   EXPECT_GT(j.at("tie_band").at("relative").get<double>(), 0.0);

@@ -129,6 +129,30 @@ INSTANTIATE_TEST_SUITE_P(SmallClusters, PrunedEqualsBruteForce,
                            return str(param.param.nodes, "x", param.param.gpus, param.param.racks > 0 ? "_racks" : "");
                          });
 
+TEST(PlanSearch, DroppingCountedWorkChangesNothing) {
+  // With no room to keep counted work between rounds, geometries are counted again when needed:
+  // the ranking is the same, only more layers are counted.
+  const Case c{2, 4, 0, 80, 8192, 33};
+  const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
+  const ModelConfig model = testing::tiny_model();
+  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib);
+  PlanTemplate tmpl;
+  tmpl.model = model.name;
+  tmpl.cluster = cluster.name;
+  SearchOptions options;
+  options.threads = 2;
+  options.top = 4;
+  options.round_candidates = 8;
+  const SearchResult kept = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  options.work_set_cache_bytes = 1;
+  const SearchResult dropped = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  expect_same_ranking(dropped, kept);
+  EXPECT_GE(dropped.stats.layers_counted, kept.stats.layers_counted);
+  options.prune = false;
+  const SearchResult brute = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  expect_same_ranking(dropped, brute);
+}
+
 TEST(PlanSearch, ResultDoesNotDependOnTheThreadCount) {
   const Case c{2, 4, 0, 80, 8192, 31};
   const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
@@ -139,6 +163,8 @@ TEST(PlanSearch, ResultDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(one.stats.work_sets, three.stats.work_sets);
   EXPECT_EQ(one.stats.rounds, three.stats.rounds);
   EXPECT_EQ(one.stats.bound_pruned, three.stats.bound_pruned);
+  EXPECT_EQ(one.stats.layers_counted, three.stats.layers_counted);
+  EXPECT_EQ(one.stats.pruned_by_bound, three.stats.pruned_by_bound);
   EXPECT_EQ(one.guarantee, three.guarantee);
 }
 

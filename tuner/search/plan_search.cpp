@@ -15,7 +15,9 @@
 #include "common/error.hpp"
 #include "common/table.hpp"
 #include "sim/work/kept_pattern.hpp"
+#include "sim/work/block_geometry.hpp"
 #include "sim/work/pattern_set.hpp"
+#include "sim/work/work_set.hpp"
 #include "sparsering/version.hpp"
 #include "tuner/search/parallel_for.hpp"
 #include "tuner/search/step_lower_bound.hpp"
@@ -26,11 +28,15 @@ namespace sparsering {
 namespace {
 
 constexpr double kGiB = static_cast<double>(int64_t{1} << 30);
+/// Once a K-th best exists, a geometry's layers are counted in this many steps (file comment of
+/// plan_search.hpp).
+constexpr int64_t kCountSteps = 6;
 
 struct QueueEntry {
   double bound = 0.0;
   int64_t index = 0;
-  int32_t level = 0;  // 0 coarse, then the StepLowerBound strength of its bound
+  int32_t level = 0;   // 0 coarse, then the StepLowerBound strength of its bound
+  int64_t exact = 0;   // counted layers of its geometry when the bound was computed
 };
 
 struct LaterEntry {
@@ -43,6 +49,22 @@ struct Outcome {
   double cost = 0.0;
   int64_t peak_bytes = 0;
   bool fits = false;
+};
+
+/// Layers of one geometry to count in a round.
+struct CountTask {
+  int32_t geometry = 0;
+  std::vector<int64_t> layers;
+};
+
+/// The counted work of one geometry: layers in the order they are counted, their matrices, and
+/// the whole work set once every layer is in (it is then also in the simulator's context).
+struct CountState {
+  std::vector<int64_t> order;                  // layers, busiest bound first (set at the first count)
+  size_t next = 0;                             // layers of `order` counted so far
+  std::vector<WorkMatrix> matrices;            // [layer x groups + group] (empty until counted)
+  std::shared_ptr<const WorkSet> complete;     // every layer counted
+  bool started = false;                        // counting ever began (for the work-set budget)
 };
 
 /// Recall selection of the trace sample, normalized (sorted, offset 0 included) for the bounds.
@@ -113,14 +135,24 @@ class PlanSearch {
   void bound_and_prune();
   /// Rounds of simulations until the queue is empty or its head cannot beat the K-th best.
   void simulate_survivors();
-  /// Takes the next round's candidates off the queue, refining bounds on the way; `fresh` gets
-  /// the geometries first counted in the round. False when the queue holds nothing more to simulate.
-  bool next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
-  /// Simulates a round (one candidate per fresh geometry first) and updates the best K.
-  void simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
-  /// Simulates candidate `index` with the search's options into its outcome, counting a new work
-  /// set on `count_threads` threads. Thread-safe for distinct indices.
-  void evaluate(int64_t index, int count_threads);
+  /// Takes the next round's work off the queue, refining bounds on the way: candidates whose
+  /// work set is counted go to `batch`, geometries that need more counted layers to `counts`.
+  /// False when the queue holds nothing more to simulate or count.
+  bool next_round(std::vector<int64_t>& batch, std::vector<CountTask>& counts);
+  /// Counts the round's layers (their exact terms go into the bounds), then simulates its batch
+  /// (while there is no K-th best, with the best bounded candidates of each geometry just
+  /// completed) and updates the best K.
+  void run_round(std::vector<int64_t> batch, const std::vector<CountTask>& counts);
+  /// Counts the layers of each task on the threads, adds them to the bounds, and hands every
+  /// work set now complete to the simulator's context.
+  void count_layers(const std::vector<CountTask>& counts);
+  /// The next layers of geometry `g` to count (file comment of plan_search.hpp).
+  std::vector<int64_t> next_layers(int32_t g) const;
+  /// Keeps the counted work within work_set_cache_bytes: drops what this round does not need.
+  void limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts);
+  /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
+  /// distinct indices.
+  void evaluate(int64_t index);
   /// Re-assembles the best K (and the runner-up) from the cached ring passes; ranks and explains them.
   void rank_and_explain();
   /// What the search proved, in one sentence.
@@ -156,7 +188,8 @@ class PlanSearch {
   SimulationOptions sim_;
   std::vector<Outcome> outcomes_;                 // per candidate
   std::vector<char> simulated_;                   // per candidate
-  std::vector<char> counted_;                     // per geometry: its work set is in the context
+  std::vector<CountState> counting_;              // per geometry: its counted layers
+  std::vector<std::vector<int64_t>> open_of_geometry_;  // per geometry: its candidates in the queue at the start
   std::vector<std::pair<double, int64_t>> best_;  // the best K feasible (cost, index), ascending
   int64_t cached_bytes_ = 0;                      // estimated bytes of the counted work sets
   double lowest_open_ = 0.0;                      // lowest bound left in the queue (0 = none)
@@ -231,6 +264,7 @@ void PlanSearch::bound_and_prune() {
   SearchStats& stats = result_.stats;
   const int64_t count = stats.candidates;
   bound_.emplace(model_, cluster_, space, *patterns_, template_, options_.simulation);
+  open_of_geometry_.assign(space.geometries.size(), {});
   int64_t least_memory = std::numeric_limits<int64_t>::max();
   int64_t least_memory_candidate = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -249,6 +283,7 @@ void PlanSearch::bound_and_prune() {
       continue;
     }
     queue_.push(QueueEntry{cost_of(bound_->step_ns(c), c), i, 0});
+    open_of_geometry_[static_cast<size_t>(c.geometry)].push_back(i);
   }
   require(!queue_.empty(), "no plan fits in ", gib(cap_bytes_), " GiB per GPU",
           options_.memory_cap_gib > 0.0 ? " (--memory-cap-gib)" : str(" (", cluster_.gpu_config.name, ")"),
@@ -258,13 +293,11 @@ void PlanSearch::bound_and_prune() {
   stats.bound_seconds = seconds_since(started_);
 }
 
-void PlanSearch::evaluate(int64_t index, int count_threads) {
+void PlanSearch::evaluate(int64_t index) {
   const SearchSpace& space = result_.space;
   const Candidate& c = space.candidates[static_cast<size_t>(index)];
   const PlanConfig plan = make_candidate_plan(space, c, template_);
-  SimulationOptions options = sim_;
-  options.threads = count_threads;
-  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, options);
+  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, sim_);
   Outcome& o = outcomes_[static_cast<size_t>(index)];
   o.cost = cost_of(r.step.step_ns, c);
   o.peak_bytes = r.memory.peak_bytes;
@@ -276,12 +309,12 @@ void PlanSearch::simulate_survivors() {
   SearchStats& stats = result_.stats;
   outcomes_.assign(count, Outcome{});
   simulated_.assign(count, 0);
-  counted_.assign(result_.space.geometries.size(), 0);
+  counting_.assign(result_.space.geometries.size(), CountState{});
   while (true) {
     std::vector<int64_t> batch;
-    std::vector<int32_t> fresh;  // geometries first simulated in this round
-    if (!next_round(batch, fresh)) break;
-    simulate_round(batch, fresh);
+    std::vector<CountTask> counts;
+    if (!next_round(batch, counts)) break;
+    run_round(batch, counts);
     if (options_.progress) {
       SearchProgress p;
       p.candidates = stats.candidates;
@@ -292,29 +325,58 @@ void PlanSearch::simulate_survivors() {
       options_.progress(p);
     }
   }
-  lowest_open_ = queue_.empty() ? 0.0 : queue_.top().bound;
-  stats.bound_pruned = static_cast<int64_t>(queue_.size());
   for (; !queue_.empty(); queue_.pop()) {
-    const auto level = static_cast<size_t>(std::clamp(queue_.top().level, 0, 3));
+    const QueueEntry& entry = queue_.top();
+    if (simulated_[static_cast<size_t>(entry.index)]) continue;
+    if (stats.bound_pruned++ == 0) lowest_open_ = entry.bound;
+    const auto level = static_cast<size_t>(entry.exact > 0 ? 4 : std::clamp(entry.level, 0, 3));
     ++stats.pruned_by_bound[level];
   }
 }
 
-bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
+std::vector<int64_t> PlanSearch::next_layers(int32_t g) const {
+  const CountState& state = counting_[static_cast<size_t>(g)];
+  const std::vector<int64_t>& order = state.order;
+  const auto layers = static_cast<int64_t>(order.size());
+  // Everything at once while there is nothing to prune against (or nothing left to learn);
+  // otherwise a share, so that a geometry whose bound rises above the K-th best stops early.
+  const bool all = !options_.prune || best_.size() < static_cast<size_t>(options_.top) ||
+                   bound_->exact_layers(g) == layers;
+  const int64_t step = all ? layers : (layers + kCountSteps - 1) / kCountSteps;
+  const auto from = static_cast<int64_t>(state.next);
+  return {order.begin() + from, order.begin() + std::min(layers, from + step)};
+}
+
+bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<CountTask>& counts) {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
   StepLowerBound& bound = *bound_;
+  std::vector<QueueEntry> waiting;  // entries of geometries counted in this round
+  int64_t starts = 0;               // geometries whose counting begins in this round
   while (!queue_.empty() && static_cast<int64_t>(batch.size()) < options_.round_candidates) {
     QueueEntry entry = queue_.top();
+    if (simulated_[static_cast<size_t>(entry.index)]) {  // simulated early, as a geometry completed
+      queue_.pop();
+      continue;
+    }
     if (options_.prune && beaten(entry.bound)) break;
     const Candidate& c = space.candidates[static_cast<size_t>(entry.index)];
     const int32_t g = c.geometry;
-    // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
-    // a new work set would be counted, the strong cell bound and the ring bound.
+    const CountState& state = counting_[static_cast<size_t>(g)];
     const bool too_large =
         options_.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options_.max_simulated_ring;
+    // Layers counted since the bound was computed raise it: re-queue with the new bound.
+    if (entry.exact < bound.exact_layers(g)) {
+      queue_.pop();
+      entry.exact = bound.exact_layers(g);
+      entry.bound = cost_of(bound.step_ns(c), c);
+      queue_.push(entry);
+      continue;
+    }
+    // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
+    // its work would be counted, the strong cell bound and the ring bound.
     // Levels: 0 coarse, 1 tiles, 2 cells, 3 strong cells and ring (StepLowerBound strengths).
-    const bool strong_level = entry.level == StepLowerBound::kCells && !counted_[static_cast<size_t>(g)] && !too_large;
+    const bool strong_level = options_.prune && entry.level == StepLowerBound::kCells && !state.complete && !too_large;
     if (entry.level < StepLowerBound::kCells || strong_level) {
       queue_.pop();
       const auto t0 = std::chrono::steady_clock::now();
@@ -333,64 +395,78 @@ bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& f
       queue_.push(entry);
       continue;
     }
-    if (too_large || (!counted_[static_cast<size_t>(g)] && std::find(fresh.begin(), fresh.end(), g) == fresh.end())) {
-      if (too_large ||
-          (options_.max_work_sets > 0 && stats.work_sets + static_cast<int64_t>(fresh.size()) >= options_.max_work_sets)) {
-        queue_.pop();
-        if (stats.budget_skipped == 0 || entry.bound < stats.skipped_best_bound) stats.skipped_best_bound = entry.bound;
-        ++stats.budget_skipped;
-        continue;
-      }
-      if (static_cast<int64_t>(fresh.size()) >= options_.round_work_sets) break;
-      fresh.push_back(g);
+    if (state.complete) {
+      queue_.pop();
+      batch.push_back(entry.index);
+      continue;
+    }
+    const bool counting = std::any_of(counts.begin(), counts.end(), [&](const CountTask& t) { return t.geometry == g; });
+    const bool over_budget = !state.started && options_.max_work_sets > 0 &&
+                             stats.work_sets + starts >= options_.max_work_sets;
+    if (!counting && (too_large || over_budget)) {
+      queue_.pop();
+      if (stats.budget_skipped == 0 || entry.bound < stats.skipped_best_bound) stats.skipped_best_bound = entry.bound;
+      ++stats.budget_skipped;
+      continue;
+    }
+    if (!counting) {
+      // Without a K-th best a geometry is counted whole, on every thread, and alone: its best
+      // candidates then set the K-th best that decides how far others are worth counting.
+      const bool no_kth = options_.prune && best_.size() < static_cast<size_t>(options_.top);
+      if (static_cast<int64_t>(counts.size()) >= (no_kth ? 1 : options_.round_work_sets)) break;
+      CountState& mutable_state = counting_[static_cast<size_t>(g)];
+      if (mutable_state.order.empty()) mutable_state.order = bound.layers_by_bound(g);
+      counts.push_back(CountTask{g, next_layers(g)});
+      starts += state.started ? 0 : 1;
     }
     queue_.pop();
-    batch.push_back(entry.index);
+    waiting.push_back(entry);
   }
-  return !batch.empty();
+  for (const QueueEntry& entry : waiting) queue_.push(entry);
+  return !batch.empty() || !counts.empty();
 }
 
-void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
-  const SearchSpace& space = result_.space;
+void PlanSearch::run_round(std::vector<int64_t> batch, const std::vector<CountTask>& counts) {
   SearchStats& stats = result_.stats;
   ++stats.rounds;
-  int64_t fresh_bytes = 0;
-  for (const int32_t g : fresh) fresh_bytes += work_set_bytes(g);
-  if (cached_bytes_ > 0 && cached_bytes_ + fresh_bytes > options_.work_set_cache_bytes) {
-    // Keep memory bounded: drop every counted work set; later rounds count again what they need.
-    context_.clear();
-    context_.patterns(pattern_key_, [&] { return *patterns_; });
-    std::fill(counted_.begin(), counted_.end(), 0);
-    cached_bytes_ = 0;
-    for (const int64_t index : batch) {
-      const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
-      if (std::find(fresh.begin(), fresh.end(), g) == fresh.end()) {
-        fresh.push_back(g);
-        fresh_bytes += work_set_bytes(g);
+  limit_counted_work(batch, counts);
+  count_layers(counts);
+  if (best_.size() < static_cast<size_t>(options_.top)) {
+    // No K-th best yet: simulate the most promising candidates of the geometries just completed
+    // now, so that the next rounds count other geometries only as far as they can still compete.
+    for (const CountTask& task : counts) {
+      if (!counting_[static_cast<size_t>(task.geometry)].complete) continue;
+      std::vector<std::pair<double, int64_t>> open;
+      for (const int64_t index : open_of_geometry_[static_cast<size_t>(task.geometry)]) {
+        if (simulated_[static_cast<size_t>(index)] ||
+            std::find(batch.begin(), batch.end(), index) != batch.end()) {
+          continue;
+        }
+        const Candidate& c = result_.space.candidates[static_cast<size_t>(index)];
+        open.emplace_back(cost_of(bound_->step_ns(c), c), index);
       }
+      std::sort(open.begin(), open.end());
+      for (size_t k = 0; k < open.size() && k < static_cast<size_t>(options_.top); ++k) batch.push_back(open[k].second);
     }
   }
-  cached_bytes_ += fresh_bytes;
-  // One candidate per new geometry first, so the simulator counts each work set once.
+  const auto t0 = std::chrono::steady_clock::now();
+  // Candidates that differ only in what follows the ring passes (recomputation, ZeRO, layout
+  // shuffle) share them: one of each first, so that the others find them in the context.
   std::vector<int64_t> first;
   std::vector<int64_t> rest;
+  const auto same_rings = [&](int64_t a, int64_t b) {
+    const Candidate& x = result_.space.candidates[static_cast<size_t>(a)];
+    const Candidate& y = result_.space.candidates[static_cast<size_t>(b)];
+    return std::tie(x.geometry, x.order, x.hierarchy, x.comm) == std::tie(y.geometry, y.order, y.hierarchy, y.comm);
+  };
   for (const int64_t index : batch) {
-    const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
-    const bool is_fresh = std::find(fresh.begin(), fresh.end(), g) != fresh.end();
-    const bool seen = std::any_of(first.begin(), first.end(), [&](int64_t other) {
-      return space.candidates[static_cast<size_t>(other)].geometry == g;
-    });
-    (is_fresh && !seen ? first : rest).push_back(index);
+    const bool seen = std::any_of(first.begin(), first.end(), [&](int64_t other) { return same_rings(index, other); });
+    (seen ? rest : first).push_back(index);
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  // The threads not needed for one geometry each help count the work sets (results never depend on it).
-  const int count_threads = std::max(1, threads_ / std::max(1, static_cast<int>(first.size())));
-  parallel_for(static_cast<int64_t>(first.size()), threads_,
-               [&](int64_t k) { evaluate(first[static_cast<size_t>(k)], count_threads); });
-  parallel_for(static_cast<int64_t>(rest.size()), threads_, [&](int64_t k) { evaluate(rest[static_cast<size_t>(k)], 1); });
+  for (const std::vector<int64_t>* part : {&first, &rest}) {
+    parallel_for(static_cast<int64_t>(part->size()), threads_, [&](int64_t k) { evaluate((*part)[static_cast<size_t>(k)]); });
+  }
   stats.simulate_seconds += seconds_since(t0);
-  for (const int32_t g : fresh) counted_[static_cast<size_t>(g)] = 1;
-  stats.work_sets += static_cast<int64_t>(fresh.size());
   for (const int64_t index : batch) {
     simulated_[static_cast<size_t>(index)] = 1;
     ++stats.simulated;
@@ -402,6 +478,95 @@ void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<i
     best_.emplace_back(o.cost, index);
     std::sort(best_.begin(), best_.end());
     if (best_.size() > static_cast<size_t>(options_.top)) best_.pop_back();
+  }
+}
+
+void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
+  if (counts.empty()) return;
+  const SearchSpace& space = result_.space;
+  SearchStats& stats = result_.stats;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Each task's layers on its share of the threads (the counts never depend on it).
+  std::vector<WorkSet> counted(counts.size());
+  const int per_task = std::max(1, threads_ / static_cast<int>(counts.size()));
+  parallel_for(static_cast<int64_t>(counts.size()), threads_, [&](int64_t k) {
+    const CountTask& task = counts[static_cast<size_t>(k)];
+    const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+    PatternSet subset;
+    subset.layers = static_cast<int64_t>(task.layers.size());
+    subset.heads = patterns_->heads;
+    subset.seq_len_tokens = patterns_->seq_len_tokens;
+    for (const int64_t l : task.layers) {
+      for (int64_t h = 0; h < patterns_->heads; ++h) subset.patterns.push_back(patterns_->at(l, h));
+    }
+    const BlockGeometry geometry = make_block_geometry(g.layout, g.block, g.block);
+    counted[static_cast<size_t>(k)] = count_work_set(geometry, subset, space.degrees[static_cast<size_t>(g.degrees)].head_parallel,
+                                                     template_.micro_batch_sequences, per_task);
+  });
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const CountTask& task = counts[k];
+    const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+    const WorkSet& work = counted[k];
+    CountState& state = counting_[static_cast<size_t>(task.geometry)];
+    bound_->add_exact_layers(task.geometry, task.layers, work, threads_);
+    if (!state.started) ++stats.work_sets;
+    state.started = true;
+    if (state.matrices.empty()) state.matrices.resize(static_cast<size_t>(model_.layers * work.head_groups));
+    for (size_t i = 0; i < task.layers.size(); ++i) {
+      for (int64_t group = 0; group < work.head_groups; ++group) {
+        state.matrices[static_cast<size_t>(task.layers[i] * work.head_groups + group)] = work.at(static_cast<int64_t>(i), group);
+      }
+    }
+    state.next += task.layers.size();
+    stats.layers_counted += static_cast<int64_t>(task.layers.size());
+    cached_bytes_ += work_set_bytes(task.geometry) * static_cast<int64_t>(task.layers.size()) / model_.layers;
+    if (state.next < state.order.size()) continue;
+    // Every layer counted: the simulator's work set, handed to its context.
+    auto set = std::make_shared<WorkSet>();
+    set->layers = model_.layers;
+    set->head_groups = work.head_groups;
+    set->heads_per_group = work.heads_per_group;
+    set->micro_batch = work.micro_batch;
+    set->matrices = std::move(state.matrices);
+    state.matrices.clear();
+    state.complete = std::move(set);
+    context_.remember_work(SimulationContext::work_key(pattern_key_, g.layout, g.block, g.block, work.head_groups,
+                                                       work.micro_batch),
+                           state.complete);
+    bound_->release_exact_cells(task.geometry);
+  }
+  stats.count_seconds += seconds_since(t0);
+}
+
+void PlanSearch::limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts) {
+  const SearchSpace& space = result_.space;
+  int64_t adding = 0;
+  for (const CountTask& task : counts) {
+    adding += work_set_bytes(task.geometry) * static_cast<int64_t>(task.layers.size()) / model_.layers;
+  }
+  if (cached_bytes_ == 0 || cached_bytes_ + adding <= options_.work_set_cache_bytes) return;
+  // Keep memory bounded: drop the counted work this round does not use (the bounds keep their
+  // exact terms); a geometry needed again later is counted again.
+  std::vector<char> keep(space.geometries.size(), 0);
+  for (const int64_t index : batch) keep[static_cast<size_t>(space.candidates[static_cast<size_t>(index)].geometry)] = 1;
+  for (const CountTask& task : counts) keep[static_cast<size_t>(task.geometry)] = 1;
+  context_.clear();
+  context_.patterns(pattern_key_, [&] { return *patterns_; });
+  cached_bytes_ = 0;
+  for (size_t g = 0; g < space.geometries.size(); ++g) {
+    CountState& state = counting_[g];
+    if (!keep[g]) {
+      const bool started = state.started;
+      state = CountState{};
+      state.started = started;
+      continue;
+    }
+    cached_bytes_ += work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
+    if (!state.complete) continue;
+    const Geometry& geometry = space.geometries[g];
+    context_.remember_work(SimulationContext::work_key(pattern_key_, geometry.layout, geometry.block, geometry.block,
+                                                       state.complete->head_groups, state.complete->micro_batch),
+                           state.complete);
   }
 }
 

@@ -104,18 +104,20 @@ struct SearchStats {
   int64_t budget_skipped = 0;    ///< left out by max_work_sets or max_simulated_ring
   int64_t simulated = 0;
   int64_t over_cap = 0;          ///< simulated, but the simulated memory exceeds the cap
-  int64_t work_sets = 0;         ///< geometries the simulator counted
+  int64_t work_sets = 0;         ///< geometries whose work was counted (wholly or in part)
+  int64_t layers_counted = 0;    ///< layers counted over all geometries (a whole work set is the model's layers)
   int64_t geometries = 0;        ///< geometries in the space
   int64_t refined = 0;           ///< geometry work bounds computed (cheap or strong)
   int64_t ring_refined = 0;      ///< (geometry, order, hierarchy) ring bounds computed
   int64_t rounds = 0;
   /// Candidates pruned by a step-time bound, by the bound's strength: coarse, tiles, cells,
-  /// strong cells and ring (they add up to bound_pruned).
-  std::vector<int64_t> pruned_by_bound = std::vector<int64_t>(4, 0);
+  /// strong cells and ring, and with counted layers (they add up to bound_pruned).
+  std::vector<int64_t> pruned_by_bound = std::vector<int64_t>(5, 0);
   double skipped_best_bound = 0.0;  ///< lowest cost bound of a budget-skipped candidate (0 = none)
   double seconds = 0.0;          ///< wall time of the search
   double bound_seconds = 0.0;    ///< of which: enumeration, memory and coarse bounds
   double refine_seconds = 0.0;   ///< refining bounds
+  double count_seconds = 0.0;    ///< counting the work of layers
   double simulate_seconds = 0.0; ///< simulating (rounds and the final ranking)
 };
 

@@ -49,9 +49,12 @@
 #include "sim/core/sim_time.hpp"
 #include "sim/cost/kernel_cost.hpp"
 #include "sim/network/cluster_network.hpp"
+#include "core/ring_schedule.hpp"
 #include "sim/step/simulation.hpp"
 #include "sim/work/pattern_set.hpp"
+#include "sim/work/work_set.hpp"
 #include "tuner/search/search_space.hpp"
+#include "tuner/search/work_lower_bound.hpp"
 
 namespace sparsering {
 
@@ -78,11 +81,11 @@ class StepLowerBound {
   /// 0 before refine(geometry), then the strongest `strength` it ran with (kTiles .. kStrong).
   int refined(int32_t geometry) const;
   /// Computes the per-cell work bound of a geometry (parallel over layers on `threads`):
-  /// kTiles with tiles only (from tiles_by_rank_offset where it applies, O(N / stripe) per
-  /// layer), kCells with ColumnBound::representative (rings of more than kCheapColumnRanks
-  /// positions: tiles only), kStrong with ColumnBound::dense; rings of more than
-  /// kMaxRingBoundRanks positions stay at tiles only. No-op if a bound of at least that
-  /// strength exists.
+  /// kTiles with tiles only (from rank_pair_tiles where it applies, O(N / stripe) per layer,
+  /// shared with the geometries that differ only in head grouping), kCells with
+  /// ColumnBound::representative (rings of more than kCheapColumnRanks positions: tiles only),
+  /// kStrong with ColumnBound::dense; rings of more than kMaxRingBoundRanks positions stay at
+  /// tiles only. No-op if a bound of at least that strength exists.
   void refine(int32_t geometry, int threads, int strength = kStrong);
   /// True if refine_ring applies to the candidate (p2p, ring of at most kMaxRingBoundRanks).
   bool ring_bound_applies(const Candidate& candidate) const;
@@ -91,6 +94,19 @@ class StepLowerBound {
   /// Runs the ring event model on the bounded work of the candidate's geometry, order and
   /// hierarchy (refines the geometry to kStrong first). Precondition: ring_bound_applies.
   void refine_ring(const Candidate& candidate, int threads);
+
+  /// Replaces the bound of layers `layers` of `geometry` by their counted work: `work` holds
+  /// them in that order (count_work_set of those layers, the geometry's head groups and micro
+  /// batch), so every step bound of the geometry's candidates uses their exact kernel times, and
+  /// its ring bounds their exact cells. The terms stay when later refinements recompute the rest.
+  void add_exact_layers(int32_t geometry, const std::vector<int64_t>& layers, const WorkSet& work, int threads);
+  /// Every layer, the busiest bound first (forward + backward of the busiest rank; ties by layer).
+  std::vector<int64_t> layers_by_bound(int32_t geometry) const;
+  /// Layers of `geometry` whose terms come from counted work.
+  int64_t exact_layers(int32_t geometry) const;
+  /// Frees the counted layers' cell times of `geometry` (their terms stay) once no ring bound of
+  /// it will be computed or redone.
+  void release_exact_cells(int32_t geometry);
 
   static constexpr int64_t kMaxRingBoundRanks = 256;
   static constexpr int64_t kCheapColumnRanks = 64;
@@ -108,8 +124,32 @@ class StepLowerBound {
   struct RingTerms {    // ring bound of one (geometry, order, hierarchy): per layer
     std::vector<SimNs> attention_fwd;
     std::vector<SimNs> attention_bwd;
+    std::vector<int64_t> layers;  // the layers it covers (the others are 0)
+  };
+  struct RingSetup {    // one (order, hierarchy): schedule and bounded hop times
+    RingSchedule schedule;
+    std::vector<SimNs> kv_send;
+    std::vector<SimNs> dkv_hops;  // mirror route
+    SimNs dkv = 0;                // direct route: the fastest dK/dV hop
+    bool mirror = true;
   };
 
+  RingSetup ring_setup(int32_t order, int32_t hierarchy) const;
+  /// The ring event model of one layer and direction on the busiest group's cells (counted ones
+  /// for exact layers, else `bounded`).
+  SimNs ring_layer_ns(const RingSetup& setup, const GeometryTerms& terms, const CellTimes& bounded, int64_t layer,
+                      bool backward) const;
+
+  /// The tiles bound of `geometry` and of every geometry that differs from it only in head
+  /// grouping (one rank-pair table per head, summed per group).
+  void refine_tiles(int32_t geometry, int threads);
+  /// Per-rank sums from the summed rank-pair tables of each (layer, group).
+  void tiles_from_tables(GeometryTerms& t, const Geometry& g, const std::vector<RankPairTiles>& tables, int threads);
+  /// The tiles bound cell by cell (layouts without a rank-pair table).
+  void tiles_from_cells(int32_t geometry, int threads);
+  /// Stores per-(layer, group, rank) kernel-time sums and their per-layer maxima.
+  void set_rank_sums(GeometryTerms& t, std::vector<SimNs> sum_f, std::vector<SimNs> own_f, std::vector<SimNs> sum_b,
+                     std::vector<SimNs> own_b);
   const DegreeTerms& degree_terms(int32_t degrees) const;
   const OrderTerms& order_terms(int32_t order) const;
   SimNs broadcast_ns(int32_t order, int32_t last_owner) const;

@@ -1,6 +1,8 @@
 // The plan search (tuner/search/plan_search.hpp): on small clusters the pruned parallel search
 // ranks exactly what simulating every candidate ranks (same plans, same predicted costs), for
-// both objectives and under a memory cap; the result does not depend on the thread count.
+// both objectives, under a memory cap and over several trace samples by each statistic; a plan
+// that wins on one sample and loses on another shows it; the result does not depend on the
+// thread count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,6 +153,83 @@ TEST(PlanSearch, DroppingCountedWorkChangesNothing) {
   options.prune = false;
   const SearchResult brute = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
   expect_same_ranking(dropped, brute);
+}
+
+TEST(PlanSearch, SeveralSamplesRankedByEachStatisticEqualBruteForce) {
+  // Three samples that differ as training steps do: for every statistic the pruned search ranks
+  // what simulating every candidate on every sample ranks.
+  const Case c{2, 2, 0, 80, 8192, 61};
+  const ModelConfig model = testing::tiny_model();
+  const Trace trace = testing::tiny_trace(model, c.seq_len, c.seed, 4, 3);
+  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib);
+  PlanTemplate tmpl;
+  tmpl.model = model.name;
+  tmpl.cluster = cluster.name;
+  for (const SampleStatistic statistic :
+       {SampleStatistic::mean, SampleStatistic::p50, SampleStatistic::p90, SampleStatistic::max}) {
+    SearchOptions options;
+    options.threads = 2;
+    options.top = 4;
+    options.round_candidates = 8;
+    options.trace_samples = {0, 1, 2};
+    options.rank_by = statistic;
+    options.prune = false;
+    const SearchResult brute = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+    options.prune = true;
+    const SearchResult pruned = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+    expect_same_ranking(pruned, brute);
+    EXPECT_LT(pruned.stats.simulated, brute.stats.simulated) << to_string(statistic);
+    EXPECT_EQ(pruned.samples, (std::vector<int64_t>{0, 1, 2}));
+    for (const RankedPlan& p : pruned.ranked) {
+      ASSERT_EQ(p.sample_costs.size(), 3U);
+      EXPECT_DOUBLE_EQ(p.cost, sample_statistic(p.sample_costs, statistic));
+    }
+  }
+}
+
+TEST(PlanSearch, APlanThatWinsOnOneSampleAndLosesOnAnotherShowsIt) {
+  // crossing_trace: splitting heads wins sample 0, a context-parallel ring wins sample 1.
+  const ModelConfig model = testing::tiny_model();
+  const int64_t n = 8192;
+  const Trace trace = testing::crossing_trace(model, n);
+  const ClusterConfig cluster = testing::test_cluster(1, 2, 80);
+  PlanTemplate tmpl;
+  tmpl.model = model.name;
+  tmpl.cluster = cluster.name;
+  tmpl.sparse.recall = 1.0;
+  SearchSpaceOptions space;
+  space.layouts = {LayoutKind::contiguous};
+  space.block_sizes = {64};
+  space.comms = {CommPrimitive::p2p};
+  space.recomputes = {RecomputeMode::none};
+  space.zero_stages = {0};
+  SearchOptions options;
+  options.threads = 2;
+  options.top = 3;
+  options.trace_samples = {0, 1};
+  const auto find = [&](const SearchResult& r, int64_t head_parallel, int64_t context_parallel) {
+    for (const RankedPlan& p : r.ranked) {
+      const ParallelDegrees& d = r.space.degrees_of(r.space.candidates[static_cast<size_t>(p.candidate)]);
+      if (d.head_parallel == head_parallel && d.context_parallel == context_parallel) return p;
+    }
+    ADD_FAILURE() << "no plan H" << head_parallel << " W" << context_parallel << " ranked";
+    return RankedPlan{};
+  };
+  std::vector<int64_t> winners;  // head-parallel degree of the first plan, by statistic
+  for (const SampleStatistic statistic : {SampleStatistic::max, SampleStatistic::p50}) {
+    options.rank_by = statistic;
+    const SearchResult r = search_plans(model, cluster, trace, n, space, tmpl, options);
+    const RankedPlan heads = find(r, 2, 1);
+    const RankedPlan ring = find(r, 1, 2);
+    ASSERT_EQ(heads.sample_costs.size(), 2U);
+    EXPECT_LT(heads.sample_costs[0], ring.sample_costs[0]);
+    EXPECT_GT(heads.sample_costs[1], ring.sample_costs[1]);
+    EXPECT_EQ(heads.fastest_on, (std::vector<int64_t>{0}));
+    EXPECT_EQ(ring.fastest_on, (std::vector<int64_t>{1}));
+    winners.push_back(r.space.degrees_of(r.space.candidates[static_cast<size_t>(r.ranked.front().candidate)]).head_parallel);
+  }
+  // The worst sample favours splitting heads; the better of the two (p50 of two) the ring.
+  EXPECT_EQ(winners, (std::vector<int64_t>{2, 1}));
 }
 
 TEST(PlanSearch, ResultDoesNotDependOnTheThreadCount) {

@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/table.hpp"
 #include "sim/work/kept_pattern.hpp"
+#include "sim/output/sample_statistics.hpp"
 #include "sim/work/block_geometry.hpp"
 #include "sim/work/pattern_set.hpp"
 #include "sim/work/work_set.hpp"
@@ -46,14 +47,16 @@ struct LaterEntry {
 };
 
 struct Outcome {
-  double cost = 0.0;
-  int64_t peak_bytes = 0;
+  double cost = 0.0;                  // the ranking statistic over the samples' costs
+  std::vector<double> sample_costs;   // per sample of the search
+  int64_t peak_bytes = 0;             // the largest over the samples
   bool fits = false;
 };
 
 /// Layers of one geometry to count in a round.
 struct CountTask {
   int32_t geometry = 0;
+  size_t sample = 0;  // index into the search's samples
   std::vector<int64_t> layers;
 };
 
@@ -65,6 +68,18 @@ struct CountState {
   std::vector<WorkMatrix> matrices;            // [layer x groups + group] (empty until counted)
   std::shared_ptr<const WorkSet> complete;     // every layer counted
   bool started = false;                        // counting ever began (for the work-set budget)
+};
+
+/// One trace sample the search evaluates every candidate on: its patterns (normalized; also the
+/// simulator's, found under their cache key), the bounds on them, the simulation options and the
+/// counted work of every geometry.
+struct SampleSearch {
+  int64_t sample = 0;
+  std::shared_ptr<const PatternSet> patterns;
+  std::string pattern_key;
+  SimulationOptions sim;
+  std::unique_ptr<StepLowerBound> bound;
+  std::vector<CountState> counting;  // per geometry
 };
 
 /// Recall selection of the trace sample, normalized (sorted, offset 0 included) for the bounds.
@@ -146,8 +161,8 @@ class PlanSearch {
   /// Counts the layers of each task on the threads, adds them to the bounds, and hands every
   /// work set now complete to the simulator's context.
   void count_layers(const std::vector<CountTask>& counts);
-  /// The next layers of geometry `g` to count (file comment of plan_search.hpp).
-  std::vector<int64_t> next_layers(int32_t g) const;
+  /// The next layers of geometry `g` to count in sample `sample` (file comment of plan_search.hpp).
+  std::vector<int64_t> next_layers(size_t sample, int32_t g) const;
   /// Keeps the counted work within work_set_cache_bytes: drops what this round does not need.
   void limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts);
   /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
@@ -166,6 +181,17 @@ class PlanSearch {
   bool beaten(double bound) const;
   /// Estimated bytes of the counted work of geometry `g` (W^2 cells x layers x head groups).
   int64_t work_set_bytes(int32_t g) const;
+  /// The ranking statistic of the samples' step-time bounds of `c` (a bound of the statistic of
+  /// its costs: every statistic ranked by is monotone in each sample's cost).
+  double bound_cost(const Candidate& c) const;
+  /// The statistic of per-sample costs (SearchOptions::rank_by).
+  double statistic(const std::vector<double>& sample_costs) const;
+  /// Counted layers of geometry `g`, summed over the samples.
+  int64_t exact_layers(int32_t g) const;
+  /// Every sample's work set of geometry `g` is counted.
+  bool complete(int32_t g) const;
+  /// Counting of geometry `g` began in some sample (for the work-set budget).
+  bool started(int32_t g) const;
 
   const std::chrono::steady_clock::time_point started_;
   const ModelConfig& model_;
@@ -179,16 +205,12 @@ class PlanSearch {
   SearchResult result_;
   int64_t cap_bytes_ = 0;
   int threads_ = 1;
-  std::shared_ptr<const PatternSet> patterns_;  // normalized; also the simulator's (seeded in its context)
-  std::string pattern_key_;                     // the simulator's cache key of the patterns
-  std::optional<StepLowerBound> bound_;
+  std::vector<SampleSearch> samples_;
   std::priority_queue<QueueEntry, std::vector<QueueEntry>, LaterEntry> queue_;
 
   SimulationContext context_;
-  SimulationOptions sim_;
   std::vector<Outcome> outcomes_;                 // per candidate
   std::vector<char> simulated_;                   // per candidate
-  std::vector<CountState> counting_;              // per geometry: its counted layers
   std::vector<std::vector<int64_t>> open_of_geometry_;  // per geometry: its candidates in the queue at the start
   std::vector<std::pair<double, int64_t>> best_;  // the best K feasible (cost, index), ascending
   int64_t cached_bytes_ = 0;                      // estimated bytes of the counted work sets
@@ -200,6 +222,32 @@ double PlanSearch::cost_of(SimNs step_ns, const Candidate& c) const {
   const ParallelDegrees& g = result_.space.degrees_of(c);
   return static_cast<double>(step_ns) /
          static_cast<double>(g.data_parallel * template_.micro_batch_sequences * seq_len_tokens_);
+}
+
+double PlanSearch::statistic(const std::vector<double>& sample_costs) const {
+  return sample_statistic(sample_costs, options_.rank_by);
+}
+
+double PlanSearch::bound_cost(const Candidate& c) const {
+  std::vector<double> costs;
+  for (const SampleSearch& s : samples_) costs.push_back(cost_of(s.bound->step_ns(c), c));
+  return statistic(costs);
+}
+
+int64_t PlanSearch::exact_layers(int32_t g) const {
+  int64_t total = 0;
+  for (const SampleSearch& s : samples_) total += s.bound->exact_layers(g);
+  return total;
+}
+
+bool PlanSearch::complete(int32_t g) const {
+  return std::all_of(samples_.begin(), samples_.end(),
+                     [&](const SampleSearch& s) { return s.counting[static_cast<size_t>(g)].complete != nullptr; });
+}
+
+bool PlanSearch::started(int32_t g) const {
+  return std::any_of(samples_.begin(), samples_.end(),
+                     [&](const SampleSearch& s) { return s.counting[static_cast<size_t>(g)].started; });
 }
 
 double PlanSearch::kth_cost() const {
@@ -240,20 +288,28 @@ void PlanSearch::check_options() {
 }
 
 void PlanSearch::enumerate_candidates() {
-  sim_ = options_.simulation;
-  sim_.trace_sample = options_.trace_sample;
-  sim_.trace_key = "tuner-search";
-  sim_.keep_ring_records = false;
-  // The simulator would select the same patterns again: it finds these under its key instead
-  // (normalizing changes nothing it counts).
   RecallSettings recall;
   recall.recall = template_.sparse.recall;
   recall.max_verticals = template_.sparse.max_verticals;
   recall.max_slashes = template_.sparse.max_slashes;
-  pattern_key_ = pattern_cache_key(sim_.trace_key, sim_.trace_sample, recall);
-  patterns_ = context_.patterns(pattern_key_, [&] {
-    return normalized_patterns(trace_, model_, seq_len_tokens_, options_.trace_sample, recall);
-  });
+  const std::vector<int64_t> chosen =
+      options_.trace_samples.empty() ? std::vector<int64_t>{options_.trace_sample} : options_.trace_samples;
+  for (const int64_t sample : chosen) {
+    SampleSearch s;
+    s.sample = sample;
+    s.sim = options_.simulation;
+    s.sim.trace_sample = sample;
+    s.sim.trace_key = "tuner-search";
+    s.sim.keep_ring_records = false;
+    // The simulator would select the same patterns again: it finds these under its key instead
+    // (normalizing changes nothing it counts).
+    s.pattern_key = pattern_cache_key(s.sim.trace_key, sample, recall);
+    s.patterns = context_.patterns(s.pattern_key, [&] {
+      return normalized_patterns(trace_, model_, seq_len_tokens_, sample, recall);
+    });
+    samples_.push_back(std::move(s));
+  }
+  for (const SampleSearch& s : samples_) result_.samples.push_back(s.sample);
   result_.space = enumerate_search_space(model_, cluster_, seq_len_tokens_, space_options_);
   result_.stats.candidates = static_cast<int64_t>(result_.space.candidates.size());
   result_.stats.geometries = static_cast<int64_t>(result_.space.geometries.size());
@@ -263,7 +319,10 @@ void PlanSearch::bound_and_prune() {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
   const int64_t count = stats.candidates;
-  bound_.emplace(model_, cluster_, space, *patterns_, template_, options_.simulation);
+  for (SampleSearch& s : samples_) {
+    s.bound = std::make_unique<StepLowerBound>(model_, cluster_, space, *s.patterns, template_, options_.simulation);
+  }
+  const StepLowerBound& memory_bound = *samples_.front().bound;  // memory does not depend on the patterns
   open_of_geometry_.assign(space.geometries.size(), {});
   int64_t least_memory = std::numeric_limits<int64_t>::max();
   int64_t least_memory_candidate = 0;
@@ -273,7 +332,7 @@ void PlanSearch::bound_and_prune() {
       queue_.push(QueueEntry{0.0, i, 2});
       continue;
     }
-    const int64_t memory = bound_->memory_bytes(c);
+    const int64_t memory = memory_bound.memory_bytes(c);
     if (memory < least_memory) {
       least_memory = memory;
       least_memory_candidate = i;
@@ -282,7 +341,7 @@ void PlanSearch::bound_and_prune() {
       ++stats.memory_pruned;
       continue;
     }
-    queue_.push(QueueEntry{cost_of(bound_->step_ns(c), c), i, 0});
+    queue_.push(QueueEntry{bound_cost(c), i, 0});
     open_of_geometry_[static_cast<size_t>(c.geometry)].push_back(i);
   }
   require(!queue_.empty(), "no plan fits in ", gib(cap_bytes_), " GiB per GPU",
@@ -297,11 +356,16 @@ void PlanSearch::evaluate(int64_t index) {
   const SearchSpace& space = result_.space;
   const Candidate& c = space.candidates[static_cast<size_t>(index)];
   const PlanConfig plan = make_candidate_plan(space, c, template_);
-  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, sim_);
   Outcome& o = outcomes_[static_cast<size_t>(index)];
-  o.cost = cost_of(r.step.step_ns, c);
-  o.peak_bytes = r.memory.peak_bytes;
-  o.fits = r.memory.peak_bytes <= cap_bytes_;
+  o.sample_costs.clear();
+  o.peak_bytes = 0;
+  for (const SampleSearch& s : samples_) {
+    const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, s.sim);
+    o.sample_costs.push_back(cost_of(r.step.step_ns, c));
+    o.peak_bytes = std::max(o.peak_bytes, r.memory.peak_bytes);
+  }
+  o.cost = statistic(o.sample_costs);
+  o.fits = o.peak_bytes <= cap_bytes_;
 }
 
 void PlanSearch::simulate_survivors() {
@@ -309,7 +373,7 @@ void PlanSearch::simulate_survivors() {
   SearchStats& stats = result_.stats;
   outcomes_.assign(count, Outcome{});
   simulated_.assign(count, 0);
-  counting_.assign(result_.space.geometries.size(), CountState{});
+  for (SampleSearch& s : samples_) s.counting.assign(result_.space.geometries.size(), CountState{});
   while (true) {
     std::vector<int64_t> batch;
     std::vector<CountTask> counts;
@@ -334,14 +398,15 @@ void PlanSearch::simulate_survivors() {
   }
 }
 
-std::vector<int64_t> PlanSearch::next_layers(int32_t g) const {
-  const CountState& state = counting_[static_cast<size_t>(g)];
+std::vector<int64_t> PlanSearch::next_layers(size_t sample, int32_t g) const {
+  const SampleSearch& s = samples_[sample];
+  const CountState& state = s.counting[static_cast<size_t>(g)];
   const std::vector<int64_t>& order = state.order;
   const auto layers = static_cast<int64_t>(order.size());
   // Everything at once while there is nothing to prune against (or nothing left to learn);
   // otherwise a share, so that a geometry whose bound rises above the K-th best stops early.
   const bool all = !options_.prune || best_.size() < static_cast<size_t>(options_.top) ||
-                   bound_->exact_layers(g) == layers;
+                   s.bound->exact_layers(g) == layers;
   const int64_t step = all ? layers : (layers + kCountSteps - 1) / kCountSteps;
   const auto from = static_cast<int64_t>(state.next);
   return {order.begin() + from, order.begin() + std::min(layers, from + step)};
@@ -350,7 +415,6 @@ std::vector<int64_t> PlanSearch::next_layers(int32_t g) const {
 bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<CountTask>& counts) {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
-  StepLowerBound& bound = *bound_;
   std::vector<QueueEntry> waiting;  // entries of geometries counted in this round
   int64_t starts = 0;               // geometries whose counting begins in this round
   while (!queue_.empty() && static_cast<int64_t>(batch.size()) < options_.round_candidates) {
@@ -362,46 +426,48 @@ bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<CountTask>&
     if (options_.prune && beaten(entry.bound)) break;
     const Candidate& c = space.candidates[static_cast<size_t>(entry.index)];
     const int32_t g = c.geometry;
-    const CountState& state = counting_[static_cast<size_t>(g)];
     const bool too_large =
         options_.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options_.max_simulated_ring;
     // Layers counted since the bound was computed raise it: re-queue with the new bound.
-    if (entry.exact < bound.exact_layers(g)) {
+    if (entry.exact < exact_layers(g)) {
       queue_.pop();
-      entry.exact = bound.exact_layers(g);
-      entry.bound = cost_of(bound.step_ns(c), c);
+      entry.exact = exact_layers(g);
+      entry.bound = bound_cost(c);
       queue_.push(entry);
       continue;
     }
     // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
     // its work would be counted, the strong cell bound and the ring bound.
     // Levels: 0 coarse, 1 tiles, 2 cells, 3 strong cells and ring (StepLowerBound strengths).
-    const bool strong_level = options_.prune && entry.level == StepLowerBound::kCells && !state.complete && !too_large;
+    const bool strong_level = options_.prune && entry.level == StepLowerBound::kCells && !complete(g) && !too_large;
     if (entry.level < StepLowerBound::kCells || strong_level) {
       queue_.pop();
       const auto t0 = std::chrono::steady_clock::now();
       const int strength = strong_level ? StepLowerBound::kStrong : entry.level + 1;
-      if (bound.refined(g) < strength) {
-        bound.refine(g, threads_, strength);
-        ++stats.refined;
-      }
-      if (strong_level && bound.ring_bound_applies(c) && !bound.ring_refined(c)) {
-        bound.refine_ring(c, threads_);
-        ++stats.ring_refined;
+      for (SampleSearch& s : samples_) {
+        StepLowerBound& bound = *s.bound;
+        if (bound.refined(g) < strength) {
+          bound.refine(g, threads_, strength);
+          ++stats.refined;
+        }
+        if (strong_level && bound.ring_bound_applies(c) && !bound.ring_refined(c)) {
+          bound.refine_ring(c, threads_);
+          ++stats.ring_refined;
+        }
       }
       stats.refine_seconds += seconds_since(t0);
-      entry.bound = cost_of(bound.step_ns(c), c);
+      entry.bound = bound_cost(c);
       entry.level = strength;
       queue_.push(entry);
       continue;
     }
-    if (state.complete) {
+    if (complete(g)) {
       queue_.pop();
       batch.push_back(entry.index);
       continue;
     }
     const bool counting = std::any_of(counts.begin(), counts.end(), [&](const CountTask& t) { return t.geometry == g; });
-    const bool over_budget = !state.started && options_.max_work_sets > 0 &&
+    const bool over_budget = !started(g) && options_.max_work_sets > 0 &&
                              stats.work_sets + starts >= options_.max_work_sets;
     if (!counting && (too_large || over_budget)) {
       queue_.pop();
@@ -414,10 +480,13 @@ bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<CountTask>&
       // candidates then set the K-th best that decides how far others are worth counting.
       const bool no_kth = options_.prune && best_.size() < static_cast<size_t>(options_.top);
       if (static_cast<int64_t>(counts.size()) >= (no_kth ? 1 : options_.round_work_sets)) break;
-      CountState& mutable_state = counting_[static_cast<size_t>(g)];
-      if (mutable_state.order.empty()) mutable_state.order = bound.layers_by_bound(g);
-      counts.push_back(CountTask{g, next_layers(g)});
-      starts += state.started ? 0 : 1;
+      starts += started(g) ? 0 : 1;
+      for (size_t k = 0; k < samples_.size(); ++k) {
+        CountState& state = samples_[k].counting[static_cast<size_t>(g)];
+        if (state.complete) continue;
+        if (state.order.empty()) state.order = samples_[k].bound->layers_by_bound(g);
+        counts.push_back(CountTask{g, k, next_layers(k, g)});
+      }
     }
     queue_.pop();
     waiting.push_back(entry);
@@ -434,16 +503,21 @@ void PlanSearch::run_round(std::vector<int64_t> batch, const std::vector<CountTa
   if (best_.size() < static_cast<size_t>(options_.top)) {
     // No K-th best yet: simulate the most promising candidates of the geometries just completed
     // now, so that the next rounds count other geometries only as far as they can still compete.
+    std::vector<int32_t> completed;
     for (const CountTask& task : counts) {
-      if (!counting_[static_cast<size_t>(task.geometry)].complete) continue;
+      if (complete(task.geometry) && std::find(completed.begin(), completed.end(), task.geometry) == completed.end()) {
+        completed.push_back(task.geometry);
+      }
+    }
+    for (const int32_t g : completed) {
       std::vector<std::pair<double, int64_t>> open;
-      for (const int64_t index : open_of_geometry_[static_cast<size_t>(task.geometry)]) {
+      for (const int64_t index : open_of_geometry_[static_cast<size_t>(g)]) {
         if (simulated_[static_cast<size_t>(index)] ||
             std::find(batch.begin(), batch.end(), index) != batch.end()) {
           continue;
         }
         const Candidate& c = result_.space.candidates[static_cast<size_t>(index)];
-        open.emplace_back(cost_of(bound_->step_ns(c), c), index);
+        open.emplace_back(bound_cost(c), index);
       }
       std::sort(open.begin(), open.end());
       for (size_t k = 0; k < open.size() && k < static_cast<size_t>(options_.top); ++k) batch.push_back(open[k].second);
@@ -488,16 +562,19 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
   const auto t0 = std::chrono::steady_clock::now();
   // Each task's layers on its share of the threads (the counts never depend on it).
   std::vector<WorkSet> counted(counts.size());
+  std::vector<char> geometry_started(space.geometries.size(), 0);
+  for (const CountTask& task : counts) geometry_started[static_cast<size_t>(task.geometry)] = started(task.geometry) ? 1 : 0;
   const int per_task = std::max(1, threads_ / static_cast<int>(counts.size()));
   parallel_for(static_cast<int64_t>(counts.size()), threads_, [&](int64_t k) {
     const CountTask& task = counts[static_cast<size_t>(k)];
     const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+    const PatternSet& patterns = *samples_[task.sample].patterns;
     PatternSet subset;
     subset.layers = static_cast<int64_t>(task.layers.size());
-    subset.heads = patterns_->heads;
-    subset.seq_len_tokens = patterns_->seq_len_tokens;
+    subset.heads = patterns.heads;
+    subset.seq_len_tokens = patterns.seq_len_tokens;
     for (const int64_t l : task.layers) {
-      for (int64_t h = 0; h < patterns_->heads; ++h) subset.patterns.push_back(patterns_->at(l, h));
+      for (int64_t h = 0; h < patterns.heads; ++h) subset.patterns.push_back(patterns.at(l, h));
     }
     const BlockGeometry geometry = make_block_geometry(g.layout, g.block, g.block);
     counted[static_cast<size_t>(k)] = count_work_set(geometry, subset, space.degrees[static_cast<size_t>(g.degrees)].head_parallel,
@@ -507,9 +584,11 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
     const CountTask& task = counts[k];
     const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
     const WorkSet& work = counted[k];
-    CountState& state = counting_[static_cast<size_t>(task.geometry)];
-    bound_->add_exact_layers(task.geometry, task.layers, work, threads_);
-    if (!state.started) ++stats.work_sets;
+    SampleSearch& sample = samples_[task.sample];
+    CountState& state = sample.counting[static_cast<size_t>(task.geometry)];
+    sample.bound->add_exact_layers(task.geometry, task.layers, work, threads_);
+    if (!geometry_started[static_cast<size_t>(task.geometry)]) ++stats.work_sets;
+    geometry_started[static_cast<size_t>(task.geometry)] = 1;
     state.started = true;
     if (state.matrices.empty()) state.matrices.resize(static_cast<size_t>(model_.layers * work.head_groups));
     for (size_t i = 0; i < task.layers.size(); ++i) {
@@ -530,10 +609,10 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
     set->matrices = std::move(state.matrices);
     state.matrices.clear();
     state.complete = std::move(set);
-    context_.remember_work(SimulationContext::work_key(pattern_key_, g.layout, g.block, g.block, work.head_groups,
+    context_.remember_work(SimulationContext::work_key(sample.pattern_key, g.layout, g.block, g.block, work.head_groups,
                                                        work.micro_batch),
                            state.complete);
-    bound_->release_exact_cells(task.geometry);
+    sample.bound->release_exact_cells(task.geometry);
   }
   stats.count_seconds += seconds_since(t0);
 }
@@ -551,22 +630,25 @@ void PlanSearch::limit_counted_work(const std::vector<int64_t>& batch, const std
   for (const int64_t index : batch) keep[static_cast<size_t>(space.candidates[static_cast<size_t>(index)].geometry)] = 1;
   for (const CountTask& task : counts) keep[static_cast<size_t>(task.geometry)] = 1;
   context_.clear();
-  context_.patterns(pattern_key_, [&] { return *patterns_; });
   cached_bytes_ = 0;
-  for (size_t g = 0; g < space.geometries.size(); ++g) {
-    CountState& state = counting_[g];
-    if (!keep[g]) {
-      const bool started = state.started;
-      state = CountState{};
-      state.started = started;
-      continue;
+  for (SampleSearch& sample : samples_) {
+    context_.patterns(sample.pattern_key, [&] { return *sample.patterns; });
+    for (size_t g = 0; g < space.geometries.size(); ++g) {
+      CountState& state = sample.counting[g];
+      if (!keep[g]) {
+        const bool was_started = state.started;
+        state = CountState{};
+        state.started = was_started;
+        continue;
+      }
+      cached_bytes_ += work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
+      if (!state.complete) continue;
+      const Geometry& geometry = space.geometries[g];
+      context_.remember_work(SimulationContext::work_key(sample.pattern_key, geometry.layout, geometry.block,
+                                                         geometry.block, state.complete->head_groups,
+                                                         state.complete->micro_batch),
+                             state.complete);
     }
-    cached_bytes_ += work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
-    if (!state.complete) continue;
-    const Geometry& geometry = space.geometries[g];
-    context_.remember_work(SimulationContext::work_key(pattern_key_, geometry.layout, geometry.block, geometry.block,
-                                                       state.complete->head_groups, state.complete->micro_batch),
-                           state.complete);
   }
 }
 
@@ -588,7 +670,7 @@ void PlanSearch::rank_and_explain() {
   for (int64_t i = 0; i < count; ++i) {
     if (!simulated_[static_cast<size_t>(i)]) continue;
     const Outcome& o = outcomes_[static_cast<size_t>(i)];
-    result.simulated.push_back(SimulatedPlan{i, o.cost, o.peak_bytes, o.fits});
+    result.simulated.push_back(SimulatedPlan{i, o.cost, o.peak_bytes, o.fits, o.sample_costs});
   }
   std::sort(result.simulated.begin(), result.simulated.end(), [](const SimulatedPlan& a, const SimulatedPlan& b) {
     return std::tie(a.cost, a.candidate) < std::tie(b.cost, b.candidate);
@@ -614,13 +696,33 @@ void PlanSearch::rank_and_explain() {
     r.candidate = detail[static_cast<size_t>(k)];
     const Candidate& c = space.candidates[static_cast<size_t>(r.candidate)];
     r.plan = make_candidate_plan(space, c, template_);
-    const SimulationResult sr = simulate(context_, r.plan, model_, cluster_, &trace_, sim_);
-    r.cost = cost_of(sr.step.step_ns, c);
+    std::vector<SimulationResult> runs;
+    std::vector<double> costs;
+    for (const SampleSearch& s : samples_) {
+      runs.push_back(simulate(context_, r.plan, model_, cluster_, &trace_, s.sim));
+      costs.push_back(cost_of(runs.back().step.step_ns, c));
+      r.sample_step_ms.push_back(ns_to_ms(runs.back().step.step_ns));
+      r.peak_bytes = std::max(r.peak_bytes, runs.back().memory.peak_bytes);
+    }
+    r.cost = statistic(costs);
+    r.sample_costs = costs;
+    // The figures, prediction and notes are the representative sample's (sim/output/sample_statistics.hpp).
+    const size_t shown = representative_sample(costs, options_.rank_by);
+    const SimulationResult& sr = runs[shown];
+    r.representative_sample = samples_[shown].sample;
     r.figures = plan_figures(sr, c.recompute);
     r.plan.prediction = sr.prediction(kVersion);
     r.notes = sr.notes;
-    r.peak_bytes = sr.memory.peak_bytes;
   });
+  // Which ranked plans are the fastest on each sample (all of them on an exact tie): a plan that
+  // wins on some samples and loses on others shows it.
+  for (size_t k = 0; k < samples_.size(); ++k) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (size_t p = 0; p < chosen.size(); ++p) fastest = std::min(fastest, plans[p].sample_costs[k]);
+    for (size_t p = 0; p < chosen.size(); ++p) {
+      if (plans[p].sample_costs[k] == fastest) plans[p].fastest_on.push_back(samples_[k].sample);
+    }
+  }
   result.stats.simulate_seconds += seconds_since(ranking_started);
   // Statistical ties among the ranked plans: lower memory, then the simpler plan, first.
   std::vector<TieEntry> entries;

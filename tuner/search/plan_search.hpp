@@ -26,6 +26,10 @@
 //    head); the result then says how far the best bound of the skipped candidates is from the
 //    winner.
 // Objectives: step time, or tokens/s (cost = step time per token), both under the memory cap.
+// Several trace samples (SearchOptions::trace_samples): every candidate gets a bound and, when
+// simulated, a cost per sample; it is ranked, bounded and pruned by the statistic of those
+// (mean, p50, p90 or max: each monotone in every sample's cost, so the statistic of the
+// per-sample bounds bounds it and the search stays exact). Work is counted per sample.
 // The best K by cost are then grouped into statistical ties (tuner/search/tie_groups.hpp): lower
 // peak memory, then the simpler plan, first within a group. Tested in tests/tuner_search/plan_search_test.cpp
 // (pruned parallel search == brute force, thread-count independence).
@@ -39,6 +43,7 @@
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
+#include "sim/output/sample_statistics.hpp"
 #include "sim/step/simulation.hpp"
 #include "traces/trace.hpp"
 #include "tuner/search/plan_figures.hpp"
@@ -69,7 +74,10 @@ struct SearchOptions {
   int64_t max_work_sets = 0;       ///< geometries the simulator may count; 0 = no limit
   int64_t max_simulated_ring = 0;  ///< simulate rings of at most this many positions; 0 = no limit
   int64_t work_set_cache_bytes = int64_t{3} << 30;  ///< counted work kept between rounds (then dropped)
-  int64_t trace_sample = 0;        ///< trace sample whose patterns are used
+  int64_t trace_sample = 0;        ///< trace sample whose patterns are used (when trace_samples is empty)
+  /// Several samples: every candidate is evaluated on each and ranked by `rank_by` of its costs.
+  std::vector<int64_t> trace_samples;
+  SampleStatistic rank_by = SampleStatistic::mean;
   /// Relative error of the model's predictions: plans closer than this are statistically tied
   /// (tuner/search/tie_groups.hpp); 0 ties only equal costs.
   double tie_band = 0.0;
@@ -86,7 +94,11 @@ struct RankedPlan {
   PlanFigures figures;
   std::vector<std::string> notes;  ///< the simulation's assumptions (uncalibrated GPU, ...)
   int32_t tie_group = 0;           ///< 0 = statistically tied with the fastest plan
-  int64_t peak_bytes = 0;          ///< simulated peak memory per GPU
+  int64_t peak_bytes = 0;          ///< simulated peak memory per GPU (the largest over the samples)
+  std::vector<double> sample_costs;    ///< per sample of the search (SearchResult::samples)
+  std::vector<double> sample_step_ms;  ///< per sample
+  int64_t representative_sample = 0;   ///< the trace sample whose figures, notes and prediction these are
+  std::vector<int64_t> fastest_on;     ///< trace samples on which no ranked plan is faster
 };
 
 /// Every simulated candidate (for --format json).
@@ -95,6 +107,7 @@ struct SimulatedPlan {
   double cost = 0.0;
   int64_t peak_bytes = 0;
   bool fits = false;  ///< within the memory cap
+  std::vector<double> sample_costs;  ///< per sample of the search
 };
 
 struct SearchStats {
@@ -123,6 +136,7 @@ struct SearchStats {
 
 struct SearchResult {
   SearchSpace space;
+  std::vector<int64_t> samples;    ///< the trace samples every candidate was evaluated on
   std::vector<RankedPlan> ranked;  ///< best first, at most `top`
   /// The best simulated plan whose cost is worse than the winner's (absent if all tie).
   bool has_runner_up = false;

@@ -31,7 +31,7 @@ namespace {
 constexpr double kGiB = static_cast<double>(int64_t{1} << 30);
 /// Once a K-th best exists, a geometry's layers are counted in this many steps (file comment of
 /// plan_search.hpp).
-constexpr int64_t kCountSteps = 6;
+constexpr int64_t kCountSteps = 12;
 
 struct QueueEntry {
   double bound = 0.0;

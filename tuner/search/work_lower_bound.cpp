@@ -191,11 +191,17 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   int block_shift = 0;  // block is a power of two in the search; otherwise round up by division
   while ((int64_t{1} << block_shift) < block) ++block_shift;
   const bool power_of_two = (int64_t{1} << block_shift) == block;
+  // The owner of every block, looked up instead of divided out in the loops below.
+  std::vector<int32_t> owner_of(static_cast<size_t>(m.blocks));
+  for (int64_t unit = 0, x = 0; x < m.blocks; ++unit) {
+    const auto owner = static_cast<int32_t>(m.owner(unit * m.g));
+    for (int64_t i = 0; i < m.g && x < m.blocks; ++i, ++x) owner_of[static_cast<size_t>(x)] = owner;
+  }
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     for (auto& list : column_blocks) list.clear();
     for (const int64_t v : heads[hi]->vertical_positions) {
       const int64_t key_block = v / block;
-      column_blocks[static_cast<size_t>(m.owner(key_block))].push_back(key_block);
+      column_blocks[static_cast<size_t>(owner_of[static_cast<size_t>(key_block)])].push_back(key_block);
     }
     const std::vector<int64_t>& d_set = *diagonals[hi];
     bool prepared = false;
@@ -210,7 +216,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       int64_t* cov = covered.data() + src * ww;
       for (const int64_t d : d_set) {
         if (k + d >= dense_from) break;
-        ++cov[m.owner(k + d)];
+        ++cov[owner_of[static_cast<size_t>(k + d)]];
       }
       if (dense_from >= m.blocks) continue;
       // c covered key blocks hold at most the c largest per-block column counts of src.
@@ -304,7 +310,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
               const int64_t from = events[e];
               const int64_t to = events[e + 1];
               const int64_t chunks = by_count(visible, covered_blocks(from));
-              add(m.owner(from), chunks >= 1 ? chunks * (to - from) : (to - from) - rep_hits(from, to));
+              add(owner_of[static_cast<size_t>(from)], chunks >= 1 ? chunks * (to - from) : (to - from) - rep_hits(from, to));
             }
             return;
           }
@@ -340,7 +346,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
           return;
         }
         for (int64_t q = a; q < b; ++q) {
-          add(m.owner(q), std::max<int64_t>(rep_uncovered(q) ? 1 : 0, by_count(visible, covered_blocks(q))));
+          add(owner_of[static_cast<size_t>(q)], std::max<int64_t>(rep_uncovered(q) ? 1 : 0, by_count(visible, covered_blocks(q))));
         }
       };
       residue_cover.clear();

@@ -274,6 +274,7 @@ class StepSimulation {
   std::optional<ClusterNetwork> network_;
   std::optional<RingSchedule> schedule_;
   int32_t w_ = 0;  // ring positions
+  std::vector<int32_t> source_;  // [p x W + t]: schedule_->source(p, t)
   std::vector<RingLinks> links_;      // per ring
   std::vector<size_t> class_links_;   // representative ring of each class
   LayerOverheads overheads_;
@@ -377,6 +378,11 @@ void StepSimulation::build_models() {
   schedule_.emplace(level_sizes);
   w_ = schedule_->ranks();
   require(w_ == plan.context_parallel, "ring levels multiply to ", w_, ", context_parallel is ", plan.context_parallel);
+  // The chunk each position holds at each step, looked up W^2 times per layer and ring class.
+  source_.resize(static_cast<size_t>(w_) * static_cast<size_t>(w_));
+  for (int32_t p = 0; p < w_; ++p) {
+    for (int32_t t = 0; t < w_; ++t) source_[static_cast<size_t>(p) * static_cast<size_t>(w_) + static_cast<size_t>(t)] = schedule_->source(p, t);
+  }
 }
 
 void StepSimulation::classify_rings() {
@@ -619,7 +625,7 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
       SimNs rank_fwd = 0;
       SimNs rank_bwd = 0;
       for (int32_t t = 0; t < w; ++t) {
-        const WorkCounts& cell = matrix.at(p, schedule.source(p, t));
+        const WorkCounts& cell = matrix.at(p, source_[static_cast<size_t>(p) * ww + static_cast<size_t>(t)]);
         const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
         input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, heads_per_launch_);
         backward_compute[at] = kernel_time_ns(cost_.backward, cell, heads_per_launch_);

@@ -7,21 +7,25 @@
 //    at first, and waits in a queue ordered by (bound, enumeration index).
 // 3. Rounds: the queue's head is taken while its bound can still beat the K-th best plan found so
 //    far (K = --top; with --gap g it must beat it by more than a factor 1 + g). A coarse bound is
-//    refined first (the cheap per-cell work bound of its geometry) and re-queued; a candidate
-//    whose geometry the simulator has not counted yet is refined once more (the strong cell
-//    bound and the ring bound) and re-queued before it may cost a work-set count. A round holds
-//    at most
-//    `round_candidates` candidates and at most `round_work_sets` geometries whose work the
-//    simulator has not counted yet; its candidates are simulated in parallel, first one per new
-//    geometry (so no work set is counted twice), then the rest. The best K are updated after the
-//    round. A round never depends on the thread count, so neither does the result. Counted work
-//    sets stay in the simulator's context between rounds up to `work_set_cache_bytes` (estimated
-//    as W^2 cells x layers x head groups); beyond that the context is emptied before a round and
-//    a geometry needed again is counted again.
+//    refined first (tiles, then the cheap per-cell work bound of its geometry) and re-queued; a
+//    candidate whose geometry is not counted yet is refined once more (the strong cell bound and
+//    the ring bound). Then its geometry's work is counted by the simulator's work counter, layer
+//    by layer (busiest bound first): each counted layer replaces its bound by exact kernel times
+//    (StepLowerBound::add_exact_layers), so a geometry stops being counted once its candidates'
+//    bounds rise above the K-th best. While there is no K-th best a geometry is counted whole,
+//    alone in its round on every thread, and the best bounded candidates of it are simulated at
+//    once (their costs set the K-th best); after that each round counts the next twelfth of the
+//    layers of at most `round_work_sets` geometries. Once every layer of a geometry is counted its
+//    work set goes into the simulator's context, and its candidates are simulated (at most
+//    `round_candidates` a round, in parallel; candidates that share ring passes after one of
+//    them). The best K are updated after the round. A round never depends on the thread count,
+//    so neither does the result. Counted work stays between rounds up to `work_set_cache_bytes`
+//    (estimated as W^2 cells x layers x head groups); beyond that what the round does not use is
+//    dropped (the bounds keep their exact layers) and counted again when needed.
 // 4. The search ends when the queue is empty or its head is pruned: every candidate not simulated
 //    then has a bound that cannot beat the K-th best, so the ranking is exact (with --gap g:
 //    each ranked cost is within 1 + g of the exact one). With `max_work_sets`, candidates whose
-//    geometry would exceed that many counted work sets are skipped instead, and with
+//    geometry would exceed that many counted (or partly counted) work sets are skipped instead, and with
 //    `max_simulated_ring` so are rings larger than that (counting their work costs O(W^2) per
 //    head); the result then says how far the best bound of the skipped candidates is from the
 //    winner.
@@ -70,8 +74,8 @@ struct SearchOptions {
   double gap = 0.0;                ///< relative optimality tolerance (0 = exact)
   bool prune = true;               ///< false: simulate every candidate (brute force, for tests)
   int64_t round_candidates = 32;   ///< candidates per round
-  int64_t round_work_sets = 2;     ///< new geometries per round
-  int64_t max_work_sets = 0;       ///< geometries the simulator may count; 0 = no limit
+  int64_t round_work_sets = 2;     ///< geometries counted per round (one while there is no K-th best)
+  int64_t max_work_sets = 0;       ///< geometries whose work may be counted; 0 = no limit
   int64_t max_simulated_ring = 0;  ///< simulate rings of at most this many positions; 0 = no limit
   int64_t work_set_cache_bytes = int64_t{3} << 30;  ///< counted work kept between rounds (then dropped)
   int64_t trace_sample = 0;        ///< trace sample whose patterns are used (when trace_samples is empty)

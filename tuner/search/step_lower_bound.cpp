@@ -324,6 +324,15 @@ SimNs StepLowerBound::sync_ns(int32_t zero_stage) const { return sync_[static_ca
 SimNs StepLowerBound::optimizer_ns(int32_t zero_stage) const { return optimizer_[static_cast<size_t>(zero_stage)]; }
 
 int64_t StepLowerBound::memory_bytes(const Candidate& c) const {
+  // Everything it reads: the order (degrees), the hierarchy, comm, recompute and ZeRO stage;
+  // candidates that differ only in geometry or layout shuffle share it.
+  const auto key = std::make_tuple(c.order, c.hierarchy, static_cast<int32_t>(c.comm), static_cast<int32_t>(c.recompute),
+                                   c.zero_stage);
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    const auto it = memory_.find(key);
+    if (it != memory_.end()) return it->second;
+  }
   const ParallelDegrees& g = space_.degrees_of(c);
   PlanConfig plan = shape_plan(space_, g, template_);
   plan.ring_levels = space_.hierarchy_of(c).levels;
@@ -332,6 +341,8 @@ int64_t StepLowerBound::memory_bytes(const Candidate& c) const {
   plan.zero_stage = c.zero_stage;
   const MemoryReport report = estimate_memory(plan, model_, cluster_.gpu_config,
                                               degree_terms(space_.order_of(c).degrees).shapes, 0);
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  memory_.emplace(key, report.peak_bytes);
   return report.peak_bytes;
 }
 
@@ -607,7 +618,7 @@ StepLowerBound::RingSetup StepLowerBound::ring_setup(int32_t order, int32_t hier
   const std::vector<SimNs>& hops = order_terms(order).position_hop[static_cast<size_t>(hierarchy_index)];
   std::vector<int64_t> sizes;
   for (const RingLevel& level : hierarchy.levels) sizes.push_back(level.size);
-  RingSetup setup{RingSchedule(sizes), {}, {}, order_terms(order).dkv_hop,
+  RingSetup setup{RingSchedule(sizes), {}, {}, {}, order_terms(order).dkv_hop,
                   options_.accumulator_route == AccumulatorRoute::mirror};
   const RingSchedule& schedule = setup.schedule;
   const int32_t w = schedule.ranks();
@@ -623,6 +634,10 @@ StepLowerBound::RingSetup StepLowerBound::ring_setup(int32_t order, int32_t hier
         setup.kv_send[(p * ww + static_cast<size_t>(t)) * nl + static_cast<size_t>(k)] = hops[p * nl + static_cast<size_t>(k)];
       }
     }
+  }
+  setup.source.resize(ww * ww);
+  for (int32_t p = 0; p < w; ++p) {
+    for (int32_t t = 0; t < w; ++t) setup.source[static_cast<size_t>(p) * ww + static_cast<size_t>(t)] = schedule.source(p, t);
   }
   // Mirror route: the accumulators' hops as the simulator posts them, each at its bounded time.
   if (setup.mirror) {
@@ -669,11 +684,8 @@ SimNs StepLowerBound::ring_layer_ns(const RingSetup& setup, const GeometryTerms&
     input.route = AccumulatorRoute::mirror;
     input.dkv_hop_ns = setup.dkv_hops;
   }
-  for (int32_t p = 0; p < w; ++p) {
-    for (int32_t t = 0; t < w; ++t) {
-      input.compute_ns[static_cast<size_t>(p) * ww + static_cast<size_t>(t)] =
-          cells[base + static_cast<size_t>(p) * ww + static_cast<size_t>(schedule.source(p, t))];
-    }
+  for (size_t at = 0; at < ww * ww; ++at) {
+    input.compute_ns[at] = cells[base + (at / ww) * ww + static_cast<size_t>(setup.source[at])];
   }
   // Direct-return accumulators wait in queues chosen by fabric: leave them out (they only delay
   // the K/V hops) and add the fastest hop that must follow the last kernel.

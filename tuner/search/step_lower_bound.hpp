@@ -20,11 +20,15 @@
 //   - the step is monotone in every layer's forward and backward time (the exposed gradient sync
 //     max(sync - window, sync / layers) shrinks by at most what the backward grows), so the bounded
 //     layer times give a bounded step.
-// Three strengths, each at least the one before:
+// Strengths, each at least the one before:
 //   coarse  per geometry, from the layout-independent total tile count (every aligned layout
 //           lists the same tiles), spread evenly over the ring; available at once;
 //   cells   per geometry, from the per-cell work bound (refine(): tiles only, then tiles and
-//           representative chunks, then every chunk bound);
+//           representative chunks, then every chunk bound). Tiles come from one rank-pair table
+//           per head (work_lower_bound.hpp), summed per head group, so geometries that differ
+//           only in head grouping share them; zigzag rank sums are closed-form over the table,
+//           each rank's cells summed as (cells with tiles) x fixed cost + tiles x per-tile cost,
+//           less half a ns per cell for the simulator's rounding of each;
 //   ring    per (geometry, ring order, hierarchy), p2p only: the simulator's own ring event model
 //           (sim/ring/ring_simulation.hpp) run on the bounded kernel times with those hop times;
 //           backward with the mirror accumulator route runs it with the accumulators, and with
@@ -33,7 +37,11 @@
 //           faster links never end a pass later), so this captures the step-level imbalance and
 //           exposed communication of a layout while staying a bound (refine_ring(); rings of at
 //           most kMaxRingBoundRanks positions, one head group per layer: the busiest, and for
-//           large rings only as many layers as kRingBoundSteps allows, busiest first).
+//           large rings only as many layers as kRingBoundSteps allows, busiest first);
+//   counted layers: add_exact_layers() puts a layer's counted work (the simulator's own count)
+//           in place of its bound: exact kernel times in every sum, exact cells in the ring
+//           bound; once every layer is counted the bound is the simulator's step up to its
+//           collectives and links, taken at the fastest ring or group.
 #pragma once
 
 #include <cstdint>
@@ -129,6 +137,7 @@ class StepLowerBound {
   struct RingSetup {    // one (order, hierarchy): schedule and bounded hop times
     RingSchedule schedule;
     std::vector<SimNs> kv_send;
+    std::vector<int32_t> source;  // [p x W + t]: the chunk position p holds at step t
     std::vector<SimNs> dkv_hops;  // mirror route
     SimNs dkv = 0;                // direct route: the fastest dK/dV hop
     bool mirror = true;
@@ -175,6 +184,8 @@ class StepLowerBound {
   std::map<std::tuple<int32_t, int32_t, int32_t>, RingTerms> ring_terms_;
   std::list<std::pair<int32_t, std::shared_ptr<const CellTimes>>> cell_cache_;
   size_t cell_cache_bytes_ = 0;
+  mutable std::mutex memory_mutex_;
+  mutable std::map<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>, int64_t> memory_;  // memory_bytes by its inputs
   mutable std::mutex broadcast_mutex_;
   mutable std::map<std::tuple<int32_t, int32_t>, SimNs> broadcast_;
   std::vector<SimNs> sync_;       // by ZeRO stage

@@ -62,11 +62,13 @@ class CalibrationStatusCli : public ::testing::Test {
     return (dir_ / "plan.yaml").string();
   }
 
-  /// The shipped H200 config with its kernel_build line replaced.
-  std::string h200_with_kernel_build(const std::string& build) {
+  /// The shipped H200 config with its kernel_build replaced and, with `only_64`, its
+  /// 128x128x128 shape removed (the calibration then covers 64x64x128 only).
+  std::string h200_variant(const std::string& build, bool only_64 = false) {
     std::string text = read_file(source_path("configs/gpus/h200.yaml"));
-    const std::string line = "kernel_build: \"unknown\"";
-    text.replace(text.find(line), line.size(), "kernel_build: \"" + build + "\"");
+    const size_t start = text.find("kernel_build: \"") + 15;
+    text.replace(start, text.find('"', start) - start, build);
+    if (only_64) text = text.substr(0, text.find("    - block_q: 128"));
     write_file_atomically(dir_ / "gpu.yaml", text, true);
     return (dir_ / "gpu.yaml").string();
   }
@@ -80,10 +82,10 @@ class CalibrationStatusCli : public ::testing::Test {
 };
 
 TEST_F(CalibrationStatusCli, SimulateWarnsAboutACalibrationOfAnotherKernelBuild) {
-  const std::string plan_path = plan();
+  const std::string plan_path = plan(64, h200_variant("unknown"));
   const test::CliResult text = run_cli("simulate --plan " + plan_path, 120);
   ASSERT_EQ(text.code, 0) << text.output;
-  EXPECT_TRUE(contains(text.output, "warning: the calibration in " + source_path("configs/gpus/h200.yaml") +
+  EXPECT_TRUE(contains(text.output, "warning: the calibration in " + (dir_ / "gpu.yaml").string() +
                                         " was measured on kernel build unknown (not recorded)"))
       << text.output;
   EXPECT_TRUE(contains(text.output, std::string(this_kernel_build()))) << text.output;
@@ -100,27 +102,31 @@ TEST_F(CalibrationStatusCli, SimulateWarnsAboutACalibrationOfAnotherKernelBuild)
 
 TEST_F(CalibrationStatusCli, SimulateOnThisBuildsCalibrationIsNotStale) {
   const test::CliResult run =
-      run_cli("--format json simulate --plan " + plan(64, h200_with_kernel_build(std::string(this_kernel_build()))), 120);
+      run_cli("--format json simulate --plan " + plan(64, h200_variant(std::string(this_kernel_build()))), 120);
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_FALSE(contains(run.output, "warning:")) << run.output;
   EXPECT_EQ(json_of(run.output)["calibration"]["stale"], false);
   // Any other recorded build is stale.
-  const test::CliResult other = run_cli("simulate --plan " + plan(64, h200_with_kernel_build("sha256:" + std::string(64, '0'))), 120);
+  const test::CliResult other = run_cli("simulate --plan " + plan(64, h200_variant("sha256:" + std::string(64, '0'))), 120);
   EXPECT_TRUE(contains(other.output, "measured on kernel build sha256:0000")) << other.output;
 }
 
 TEST_F(CalibrationStatusCli, SimulateMarksAnExtrapolatedShape) {
-  const test::CliResult run = run_cli("--format json simulate --plan " + plan(128), 120);
+  // The shipped H200 calibrates 64x64x128 and 128x128x128: 256-token blocks are extrapolated from
+  // the nearer 128x128x128.
+  const test::CliResult run = run_cli("--format json simulate --plan " + plan(256), 120);
   ASSERT_EQ(run.code, 0) << run.output;
   const nlohmann::json doc = json_of(run.output);
   EXPECT_EQ(doc["calibration"]["extrapolated"], true);
-  EXPECT_EQ(doc["calibration"]["shape"]["block_q"], 128);
-  EXPECT_EQ(doc["calibration"]["calibrated_shape"]["block_q"], 64);
+  EXPECT_EQ(doc["calibration"]["shape"]["block_q"], 256);
+  EXPECT_EQ(doc["calibration"]["calibrated_shape"]["block_q"], 128);
   EXPECT_TRUE(contains(doc["calibration"]["scaling"].get<std::string>(), "x4 (tile FLOPs)"));
   bool noted = false;
-  for (const auto& note : doc["notes"]) noted = noted || contains(note.get<std::string>(), "extrapolated: kernel shape 128x128x128");
+  for (const auto& note : doc["notes"]) noted = noted || contains(note.get<std::string>(), "extrapolated: kernel shape 256x256x128");
   EXPECT_TRUE(noted) << doc["notes"].dump();
-  EXPECT_TRUE(contains(run_cli("simulate --plan " + plan(128), 120).output, "[EXTRAPOLATED SHAPE]"));
+  EXPECT_TRUE(contains(run_cli("simulate --plan " + plan(256), 120).output, "[EXTRAPOLATED SHAPE]"));
+  // A calibrated shape is not.
+  EXPECT_EQ(json_of(run_cli("--format json simulate --plan " + plan(128), 120).output)["calibration"]["extrapolated"], false);
 }
 
 TEST_F(CalibrationStatusCli, SimulateSaysFiguresArePublished) {
@@ -145,7 +151,7 @@ TEST_F(CalibrationStatusCli, SimulateRefusesTheOldSingleShapeForm) {
 }
 
 TEST_F(CalibrationStatusCli, TuneSearchesCalibratedBlocksOnly) {
-  plan();
+  plan(64, h200_variant("unknown", true));
   const test::CliResult run = run_cli(tune_args(), 300);
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "warning: the calibration in")) << run.output;
@@ -159,7 +165,7 @@ TEST_F(CalibrationStatusCli, TuneSearchesCalibratedBlocksOnly) {
 }
 
 TEST_F(CalibrationStatusCli, TuneRanksExtrapolatedBlocksMarkedWhenAllowed) {
-  plan();
+  plan(64, h200_variant("unknown", true));
   const test::CliResult json = run_cli("--format json " + tune_args() + " --blocks 128 --allow-extrapolated-shapes --top 2", 300);
   ASSERT_EQ(json.code, 0) << json.output;
   const nlohmann::json doc = json_of(json.output);

@@ -116,9 +116,12 @@ TEST(GpuConfig, ShippedGpusParse) {
   const GpuConfig h100 = load_gpu(kGpus / "h100-sxm.yaml");
   EXPECT_EQ(h100.sm_count, 132);
   EXPECT_DOUBLE_EQ(h100.peak_tflops_bf16, 989.4);
-  // Measured on kernels older than build identities: recorded as unknown, so never this build.
-  EXPECT_EQ(h100.calibration->kernel_build, "unknown");
-  EXPECT_EQ(load_gpu(kGpus / "h200.yaml").calibration->kernel_build, "unknown");
+  // Both calibrate the kernel shapes the tuner searches by default.
+  for (const char* file : {"h100-sxm.yaml", "h200.yaml"}) {
+    const GpuConfig gpu = load_gpu(kGpus / file);
+    EXPECT_NE(gpu.calibration->find({64, 64, 128}), nullptr) << file;
+    EXPECT_NE(gpu.calibration->find({128, 128, 128}), nullptr) << file;
+  }
   EXPECT_EQ(load_gpu(kGpus / "a100-40gb.yaml").memory_bytes(), int64_t{40} << 30);
 }
 

@@ -1,8 +1,11 @@
 // Tests of measure/calibration/kernel_calibration.hpp: the under-filled rule on hand-counted
 // launches of both block sizes, the CSV round trip and its errors, a fit of synthetic launches of
-// two shapes that recovers each shape's coefficients, and refits of the shipped H100 and H200
+// two shapes that recovers each shape's coefficients, refits of the shipped H100 and H200
 // measurements (docs/calibration/*.csv) that must reproduce the calibrations shipped in
-// configs/gpus/h100-sxm.yaml and h200.yaml (so a file and its raw data cannot drift apart).
+// configs/gpus/h100-sxm.yaml and h200.yaml (so a file and its raw data cannot drift apart), and the
+// figures docs/calibration.md quotes from the recorded measurements: held-out errors, the
+// backward's residuals by local length, and how far the 64 x 64 costs extrapolated to 128 x 128
+// miss the measured 128 x 128 launches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +18,7 @@
 #include "measure/calibration/calibration_output.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
 #include "sim/config/gpu_config.hpp"
+#include "sim/cost/kernel_cost.hpp"
 
 namespace sparsering {
 namespace {
@@ -175,20 +179,55 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
 }
 
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
-  expect_shipped("h100-sxm-kernels.csv", "h100-sxm.yaml");
-  expect_shipped("h200-kernels-banded.csv", "h200.yaml");
+  expect_shipped("h100-sxm-kernels-c96fff5c-banded.csv", "h100-sxm.yaml");
+  expect_shipped("h200-kernels-c96fff5c-banded.csv", "h200.yaml");
 }
 
-TEST(KernelCalibration, HeldOutErrorOfTheShippedMeasurements) {
-  // The figures docs/calibration.md quotes: the worst launch is worse held out than in sample, and
-  // the forward, which the four-term model explains, stays within 10% on launches it has not seen.
-  for (const char* csv : {"h100-sxm-kernels.csv", "h200-kernels-banded.csv", "h200-kernels-random.csv"}) {
-    const std::vector<ShapeFit> fits = refit(csv);
-    ASSERT_EQ(fits.size(), 1u) << csv;
-    for (const DirectionFit* d : {&fits[0].forward, &fits[0].backward}) {
-      EXPECT_GT(d->heldout.max_relative_error, d->fit.max_relative_error) << csv;
+TEST(KernelCalibration, HeldOutErrorOfTheRecordedMeasurements) {
+  // The figures docs/calibration.md quotes: the worst launch is no better held out than in sample,
+  // and the forward, which the four-term model explains, has a held-out median within 3%.
+  for (const char* csv : {"h100-sxm-kernels.csv", "h200-kernels-banded.csv", "h200-kernels-random.csv",
+                          "h100-sxm-kernels-c96fff5c-banded.csv", "h100-sxm-kernels-c96fff5c-random.csv",
+                          "h200-kernels-c96fff5c-banded.csv"}) {
+    for (const ShapeFit& fit : refit(csv)) {
+      SCOPED_TRACE(str(csv, " ", to_string(fit.shape)));
+      for (const DirectionFit* d : {&fit.forward, &fit.backward}) {
+        EXPECT_GE(d->heldout.max_relative_error, 0.95 * d->fit.max_relative_error);
+      }
+      EXPECT_LT(fit.forward.heldout.median_relative_error, 0.03);
     }
-    EXPECT_LT(fits[0].forward.heldout.max_relative_error, 0.1) << csv;
+  }
+}
+
+TEST(KernelCalibration, ExtrapolatingTheSmallShapeMissesTheMeasuredLargeOne) {
+  // The 64x64x128 fit, scaled to 128x128x128 the way the cost model extrapolates, against the
+  // measured 128x128x128 launches of the same run: the forward is over-predicted by about a
+  // quarter (docs/calibration.md); the calibrated 128x128x128 coefficients are within 3% (median).
+  for (const char* csv : {"h100-sxm-kernels-c96fff5c-banded.csv", "h200-kernels-c96fff5c-banded.csv"}) {
+    SCOPED_TRACE(csv);
+    std::vector<KernelMeasurement> kernels =
+        parse_kernel_measurements_csv(read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + csv), csv);
+    const std::vector<ShapeFit> fits = fit_kernel_measurements(kernels);
+    ASSERT_EQ(fits.size(), 2u);
+    GpuConfig gpu;
+    gpu.name = "test";
+    gpu.peak_tflops_bf16 = 989.4;
+    GpuCalibration cal;
+    cal.kernel_build = "unknown";
+    cal.shapes = {calibrated_shape(fits[0])};
+    gpu.calibration = cal;
+    const AttentionCostModel extrapolated = make_attention_cost_model(gpu, 128, 128, 128);
+    ASSERT_TRUE(extrapolated.calibration.extrapolated);
+    std::vector<double> errors;
+    for (const KernelMeasurement& k : kernels) {
+      if (k.block_q != 128 || k.under_filled || k.direction != "forward") continue;
+      const KernelCoefficients& c = extrapolated.forward;
+      const KernelCostCoefficients as_fitted{c.launch_us, c.per_list_us, c.per_tile_us, c.per_vertical_chunk_us};
+      errors.push_back((predict_kernel_us(as_fitted, k.lists, k.tiles, k.column_chunks) - k.median_us) / k.median_us);
+    }
+    ASSERT_FALSE(errors.empty());
+    EXPECT_GT(median_and_max_magnitude(errors).first, 0.2);
+    EXPECT_LT(fits[1].forward.fit.median_relative_error, 0.03);
   }
 }
 

@@ -221,8 +221,9 @@ TEST(ValidationOutputs, JsonTimelineAndTableCarryTheFigures) {
 }
 
 TEST(ValidationOutputs, AStaleCalibrationMakesTheComparisonNotMeaningful) {
-  // The shipped H200 calibration was measured on an unrecorded kernel build: stale.
-  const LoadedPlan loaded = plan_32k("zigzag", 2, true);
+  // A prediction from a calibration measured on an unrecorded kernel build.
+  LoadedPlan loaded = plan_32k("zigzag", 2, true);
+  loaded.cluster.gpu_config.calibration->kernel_build = "unknown";
   SimulationResult result = predict(loaded, &sample_trace());
   const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 0, 0);
   ASSERT_TRUE(result.calibration.stale);

@@ -136,8 +136,9 @@ void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
   };
 
   if (!o.link_only) {
-    say(global, str("calibrate: kernel benchmarks on ", info.name, " (", info.sm_count, " SMs), shapes ",
-                    o.shapes.empty() ? "64x64x128,128x128x128 (default)" : o.shapes));
+    std::string shape_list;
+    for (const KernelShape& shape : shapes) shape_list += str(shape_list.empty() ? "" : ",", to_string(shape));
+    say(global, str("calibrate: kernel benchmarks on ", info.name, " (", info.sm_count, " SMs), shapes ", shape_list));
     KernelBenchOptions bench;
     bench.device = devices.front();
     bench.repeats = o.repeats;

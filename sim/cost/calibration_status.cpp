@@ -1,12 +1,13 @@
 #include "sim/cost/calibration_status.hpp"
 
 #include "common/error.hpp"
+#include "core/kernel_build.hpp"
 
 namespace sparsering {
 namespace {
 
 std::string describe_build(const std::string& build) {
-  return build == "unknown" ? std::string("unknown (not recorded)") : build;
+  return build == kUnknownKernelBuild ? str(kUnknownKernelBuild, " (not recorded)") : build;
 }
 
 std::string config_file(const CalibrationStatus& status) {

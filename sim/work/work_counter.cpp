@@ -255,15 +255,40 @@ const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0
   return presence_store_[it->second];
 }
 
+RunSet WorkCounter::compute_listed_members(size_t chunk_pair_index, int64_t x0) {
+  const ClassPair& chunk = geo_.chunk_pairs[chunk_pair_index];
+  if (!geo_.irregular_k_blocks.empty()) return present_offsets(chunk, 1, x0);
+  // Every key lies in a regular key block: member a has a tile iff a - b is a present offset of
+  // some key class of the segment for some member b, so the listed members are the present
+  // offsets of the current rank pair (which has this x0) widened by each class's members.
+  // Cheaper than sampling the kept offsets again.
+  const size_t k_class_count = geo_.k_classes.size();
+  const int64_t count_a = geo_.q_classes[static_cast<size_t>(chunk.q_class)].members;
+  listed_scratch_runs_.clear();
+  for (size_t b = 0; b < k_class_count; ++b) {
+    if (geo_.k_classes[b].segment != chunk.k_segment) continue;
+    const int64_t widen = geo_.k_classes[b].members - 1;
+    for (const Interval& run : pair_presence_[static_cast<size_t>(chunk.q_class) * k_class_count + b]->mu.runs()) {
+      const int64_t lo = std::max<int64_t>(0, run.lo);
+      const int64_t hi = std::min(count_a - 1, run.hi + widen);
+      if (lo <= hi) listed_scratch_runs_.push_back(Interval{lo, hi});
+    }
+  }
+  std::sort(listed_scratch_runs_.begin(), listed_scratch_runs_.end(),
+            [](const Interval& x, const Interval& y) { return x.lo < y.lo; });
+  RunSet listed;
+  for (const Interval& run : listed_scratch_runs_) listed.append(run.lo, run.hi);
+  return listed;
+}
+
 const RunSet& WorkCounter::listed_members(size_t chunk_pair_index, int64_t x0) {
-  const ClassPair& pair = geo_.chunk_pairs[chunk_pair_index];
   if (!memoize_) {
-    listed_scratch_[chunk_pair_index] = present_offsets(pair, 1, x0);
+    listed_scratch_[chunk_pair_index] = compute_listed_members(chunk_pair_index, x0);
     return listed_scratch_[chunk_pair_index];
   }
   const int64_t key = x0 * static_cast<int64_t>(geo_.chunk_pairs.size()) + static_cast<int64_t>(chunk_pair_index);
   const auto [it, inserted] = listed_index_.try_emplace(key, listed_store_.size());
-  if (inserted) listed_store_.push_back(present_offsets(pair, 1, x0));
+  if (inserted) listed_store_.push_back(compute_listed_members(chunk_pair_index, x0));
   return listed_store_[it->second];
 }
 

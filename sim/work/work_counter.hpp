@@ -17,7 +17,9 @@
 // iff it has a tile or sees a kept column of the chunk; visibility is monotone in the block, so
 // the lists are the blocks from the first that sees a column, plus the earlier blocks with a tile.
 // Those are the members a whose differences against the whole chunk (BlockGeometry::chunk_pairs)
-// hold a kept offset: F sampled on a progression again, as runs, once per (class, segment, x0).
+// hold a kept offset: F sampled on a progression again, as runs, once per (class, segment, x0);
+// when every key block is regular, the present member offsets of the tiles widened by each key
+// class's members give the same runs for less.
 // Cost per head: O(W^2 x class pairs + W x runs of F + verticals x runs + W^2 x query blocks when
 // there are verticals + W^2 x query classes x runs of the listed members). Tested against token-level brute force in tests/sim/work_counter_test.cpp
 // and against the kernels' index builder in tests/sim/work_counter_index_test.cpp.
@@ -101,8 +103,11 @@ class WorkCounter {
   RunSet present_offsets(const ClassPair& pair, int64_t count_b, int64_t x0);
   void compute_presence(const ClassPair& pair, int64_t x0, Presence& out);
   const Presence& presence(size_t pair_index, int64_t x0);
-  /// Query members of chunk pair `chunk_pair_index` with a tile against that segment of the chunk.
+  /// Query members of chunk pair `chunk_pair_index` with a tile against that segment of the chunk
+  /// (memoized by x0); compute_listed_members computes them, from pair_presence_ (the current
+  /// rank pair's) when every key block is regular.
   const RunSet& listed_members(size_t chunk_pair_index, int64_t x0);
+  RunSet compute_listed_members(size_t chunk_pair_index, int64_t x0);
   /// Non-empty lists of the regular query blocks plus every block from `first_with_columns` on.
   int64_t count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns);
   bool any_slash_in(int64_t lo, int64_t hi) const;
@@ -143,6 +148,7 @@ class WorkCounter {
   std::unordered_map<int64_t, size_t> listed_index_;  ///< (x0, chunk pair) -> listed_store_ entry
   std::deque<RunSet> listed_store_;
   std::vector<RunSet> listed_scratch_;    ///< per chunk pair when not memoizing
+  std::vector<Interval> listed_scratch_runs_;
   std::vector<int64_t> segment_start_;    ///< [rank][segment] global position of the segment start
   std::vector<const Presence*> pair_presence_;  ///< per class pair, for the current rank pair
   // Kept columns by owner rank.

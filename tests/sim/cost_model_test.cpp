@@ -50,15 +50,8 @@ TEST(CostModelTest, CalibratedKernelTime) {
 }
 
 TEST(CostModelTest, PerListCostIsChargedPerNonEmptyList) {
-  KernelCoefficients c;
-  c.launch_us = 8.0;
-  c.per_list_us = 0.03;
-  c.per_tile_us = 0.01;
-  c.per_vertical_chunk_us = 0.02;
-  WorkCounts work;
-  work.lists = 700;
-  work.tiles = 1000;
-  work.column_chunks = 10;
+  const KernelCoefficients c{.launch_us = 8.0, .per_list_us = 0.03, .per_tile_us = 0.01, .per_vertical_chunk_us = 0.02};
+  WorkCounts work{.tiles = 1000, .column_chunks = 10, .lists = 700};
   EXPECT_EQ(kernel_time_ns(c, work, 16), 8000 + 21000 + 10000 + 200);  // 8 + 700 x 0.03 + 1000 x 0.01 + 10 x 0.02 us
   work.lists = 0;
   EXPECT_EQ(kernel_time_ns(c, work, 16), 8000 + 10000 + 200);

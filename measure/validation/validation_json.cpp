@@ -37,11 +37,6 @@ json pass_json(const PassComparison& pass) {
   return out;
 }
 
-json work_json(const WorkCounts& w) {
-  return json{{"tiles", w.tiles}, {"masked_tiles", w.masked_tiles}, {"columns", w.columns},
-              {"column_chunks", w.column_chunks}};
-}
-
 void add_event(json& events, const std::string& name, int32_t pid, int32_t tid, double ts_us, double dur_us,
                const json& args) {
   events.push_back(json{{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", ts_us}, {"dur", dur_us},
@@ -113,8 +108,10 @@ nlohmann::json validation_to_json(const ValidationReport& report, const nlohmann
   out["backward"] = pass_json(report.backward);
   out["targets"] = json{{"layer_time_worst_abs_error", kLayerTimeWorstTarget},
                         {"layer_time_median_abs_error", kLayerTimeMedianTarget},
+                        {"cell_time_median_abs_error", kCellTimeMedianTarget},
                         {"step_overlap_ratio", kStepOverlapTarget},
                         {"layer_time_met", report.layer_time_met},
+                        {"cell_time_met", report.cell_time_met},
                         {"step_overlap_met", report.mode == "ring" ? json(report.step_overlap_met) : json(nullptr)}};
   out["provenance"] = provenance;
   return out;

@@ -31,6 +31,24 @@ RingInput uniform_input(const RingSchedule& s, SimNs compute, const std::vector<
   return in;
 }
 
+/// One of a few flat and nested shapes.
+RingSchedule random_schedule(std::mt19937_64& rng) {
+  const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
+  return RingSchedule(shapes[rng() % shapes.size()]);
+}
+
+/// Random compute and transfer times (0-999 ns), accumulator levels and route.
+RingInput random_input(std::mt19937_64& rng, const RingSchedule& s) {
+  RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
+  for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.dkv_level) v = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.levels()));
+  for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
+  in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
+  return in;
+}
+
 TEST(RingScheduleTest, EveryPositionSeesEveryChunkOnce) {
   for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{{1}, {5}, {4, 2}, {2, 3, 2}, {1, 4}, {3, 1}}) {
     const RingSchedule s(sizes);
@@ -169,15 +187,8 @@ TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
 TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 200; ++trial) {
-    const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
-    const RingSchedule s(shapes[rng() % shapes.size()]);
-    RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
-    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.dkv_level) v = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.levels()));
-    for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
-    in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
+    const RingSchedule s = random_schedule(rng);
+    RingInput in = random_input(rng, s);
     const bool backward = rng() % 2 == 1;
     const RingRun base = simulate_ring(s, in, backward);
     RingInput less = in;
@@ -198,14 +209,8 @@ TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
 TEST(RingSimulationTest, WithoutTransfersTheTimesAreTheSame) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 50; ++trial) {
-    const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
-    const RingSchedule s(shapes[rng() % shapes.size()]);
-    RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
-    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
-    in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
+    const RingSchedule s = random_schedule(rng);
+    RingInput in = random_input(rng, s);
     const bool backward = rng() % 2 == 1;
     const RingRun full = simulate_ring(s, in, backward);
     in.keep_transfers = false;

@@ -31,6 +31,20 @@ SearchSpaceOptions small_space() {
   return o;
 }
 
+/// The tiny model on the case's cluster with the plan template a search of it uses.
+struct Setup {
+  ModelConfig model;
+  ClusterConfig cluster;
+  PlanTemplate tmpl;
+};
+
+Setup setup_for(const Case& c) {
+  Setup s{testing::tiny_model(), testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks), {}};
+  s.tmpl.model = s.model.name;
+  s.tmpl.cluster = s.cluster.name;
+  return s;
+}
+
 SearchResult run(const Case& c, const Trace& trace, bool prune, int threads, Objective objective, double cap_gib,
                  int64_t top = 4) {
   const ModelConfig model = testing::tiny_model();
@@ -136,11 +150,7 @@ TEST(PlanSearch, DroppingCountedWorkChangesNothing) {
   // the ranking is the same, only more layers are counted.
   const Case c{2, 4, 0, 80, 8192, 33};
   const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
-  const ModelConfig model = testing::tiny_model();
-  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib);
-  PlanTemplate tmpl;
-  tmpl.model = model.name;
-  tmpl.cluster = cluster.name;
+  const auto [model, cluster, tmpl] = setup_for(c);
   SearchOptions options;
   options.threads = 2;
   options.top = 4;
@@ -159,12 +169,8 @@ TEST(PlanSearch, SeveralSamplesRankedByEachStatisticEqualBruteForce) {
   // Three samples that differ as training steps do: for every statistic the pruned search ranks
   // what simulating every candidate on every sample ranks.
   const Case c{2, 2, 0, 80, 8192, 61};
-  const ModelConfig model = testing::tiny_model();
+  const auto [model, cluster, tmpl] = setup_for(c);
   const Trace trace = testing::tiny_trace(model, c.seq_len, c.seed, 4, 3);
-  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib);
-  PlanTemplate tmpl;
-  tmpl.model = model.name;
-  tmpl.cluster = cluster.name;
   for (const SampleStatistic statistic :
        {SampleStatistic::mean, SampleStatistic::p50, SampleStatistic::p90, SampleStatistic::max}) {
     SearchOptions options;
@@ -251,11 +257,7 @@ TEST(PlanSearch, AGapOrAWorkSetBudgetKeepsCostsWithinWhatTheyClaim) {
   const Case c{2, 4, 0, 80, 8192, 41};
   const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
   const SearchResult exact = run(c, trace, true, 2, Objective::step_time, 0.0, 1);
-  const ModelConfig model = testing::tiny_model();
-  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib);
-  PlanTemplate tmpl;
-  tmpl.model = model.name;
-  tmpl.cluster = cluster.name;
+  const auto [model, cluster, tmpl] = setup_for(c);
   SearchOptions options;
   options.top = 1;
   options.gap = 0.05;

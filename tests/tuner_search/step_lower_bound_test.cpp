@@ -34,14 +34,25 @@ Inputs make_setup(int64_t nodes, int64_t gpus, int64_t racks, bool roofline, uin
   return s;
 }
 
-void check_bounds(const Inputs& s, int samples, uint64_t seed) {
-  const SearchSpace space = enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{});
+/// The space of a setup, its plan template and the simulation options of the bounds and the
+/// simulations they are checked against.
+struct Search {
+  SearchSpace space;
   PlanTemplate tmpl;
-  tmpl.model = s.model.name;
-  tmpl.cluster = s.cluster.name;
   SimulationOptions options;
-  options.trace_key = "bounds-test";
-  options.keep_ring_records = false;
+};
+
+Search search_for(const Inputs& s) {
+  Search out{enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{}), {}, {}};
+  out.tmpl.model = s.model.name;
+  out.tmpl.cluster = s.cluster.name;
+  out.options.trace_key = "bounds-test";
+  out.options.keep_ring_records = false;
+  return out;
+}
+
+void check_bounds(const Inputs& s, int samples, uint64_t seed) {
+  const auto [space, tmpl, options] = search_for(s);
   SimulationContext context;
   StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(seed));
@@ -89,13 +100,7 @@ TEST(StepLowerBound, CountedLayersRaiseTheBoundAndStillBoundTheSimulation) {
   // rises, stays at or below the simulation, and every layer counted (in two parts, out of
   // order) leaves the ring bound with the simulator's own cells.
   const Inputs s = make_setup(2, 4, 0, false, 16, 5);
-  const SearchSpace space = enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{});
-  PlanTemplate tmpl;
-  tmpl.model = s.model.name;
-  tmpl.cluster = s.cluster.name;
-  SimulationOptions options;
-  options.trace_key = "exact-layers";
-  options.keep_ring_records = false;
+  const auto [space, tmpl, options] = search_for(s);
   SimulationContext context;
   StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(8));

@@ -64,8 +64,8 @@ void BM_Tune32(benchmark::State& state) {
   run_search(state, in, options);
 }
 
-void BM_Tune1024(benchmark::State& state) {
-  static const Inputs in = make_inputs("tests/tuner_search/data/clusters/h100-128x8-ndr.yaml", int64_t{4} << 20);
+/// A large cluster: threads, gap (1/1000) and work-set budget from the arguments.
+void run_budgeted(benchmark::State& state, const Inputs& in) {
   SearchOptions options;
   options.threads = static_cast<int>(state.range(0));
   options.gap = static_cast<double>(state.range(1)) / 1000.0;
@@ -73,13 +73,14 @@ void BM_Tune1024(benchmark::State& state) {
   run_search(state, in, options);
 }
 
+void BM_Tune1024(benchmark::State& state) {
+  static const Inputs in = make_inputs("tests/tuner_search/data/clusters/h100-128x8-ndr.yaml", int64_t{4} << 20);
+  run_budgeted(state, in);
+}
+
 void BM_Tune4096(benchmark::State& state) {
   static const Inputs in = make_inputs("tests/tuner_search/data/clusters/h100-512x8-ndr.yaml", int64_t{8} << 20);
-  SearchOptions options;
-  options.threads = static_cast<int>(state.range(0));
-  options.gap = static_cast<double>(state.range(1)) / 1000.0;
-  options.max_work_sets = state.range(2);
-  run_search(state, in, options);
+  run_budgeted(state, in);
 }
 
 BENCHMARK(BM_Tune32)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();

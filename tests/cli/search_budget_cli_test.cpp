@@ -1,0 +1,136 @@
+// The budgets of `sparsering tune` (tuner/search/search_budget.hpp, docs/robustness.md section 2)
+// through the built binary: clusters at the schema limits are refused with exit 2 before the plan
+// space is enumerated, naming the estimate, the budget and the flag; a space whose simulations
+// would not fit names --max-ring-simulated; a space over --max-candidates and --top beyond the
+// plan files one bundle writes are refused; a search that passes its estimate but runs past
+// --max-search-seconds is stopped with exit 2 and writes nothing; and a normal search's peak
+// memory stays within its estimate.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/cli/cli_process.hpp"
+
+namespace sparsering::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SearchBudgetCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("sparsering_cli_search_budget_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  /// A trace of the tiny test model at 64K tokens (4 candidate slots: a few KiB).
+  std::string tiny_trace() {
+    const std::string out = path("tiny-64k.safetensors");
+    const CliResult r = run_cli("trace synth --model " + tiny_model() + " --seq-len 64K --vertical-slots 4 --slash-slots 4 --out " + out, 30);
+    EXPECT_EQ(r.code, 0) << r.output;
+    return out;
+  }
+  static std::string tiny_model() { return source_path("tests/traces/data/models/tiny.yaml"); }
+  /// `tune` of the tiny model at 64K tokens on tests/cli/data/<cluster>.yaml.
+  std::string tiny_tune(const std::string& cluster) {
+    return "tune --model " + tiny_model() + " --cluster " + source_path("tests/cli/data/" + cluster + ".yaml") +
+           " --trace " + tiny_trace() + " --seq-len 64K";
+  }
+  /// `tune` of Qwen2.5-3B at 32K on the 32 A100 of the MTraining cluster, with the bundled trace.
+  static std::string qwen_tune() {
+    return "tune --model " + source_path("configs/models/qwen2.5-3b.yaml") + " --cluster " +
+           source_path("configs/clusters/mtraining-4x8-a100.yaml") + " --trace " +
+           source_path("traces/samples/qwen2.5-3b-32k.safetensors") + " --seq-len 32K";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SearchBudgetCli, SchemaLimitClusterRefusedBeforeEnumerating) {
+  // 2^26 GPUs: one ring order per set of degrees is already 24 GiB; the time bound is hours.
+  const std::string tune = tiny_tune("schema-limit-cluster");
+  const CliResult memory = run_cli("--max-memory-gib 16 " + tune, 5);
+  EXPECT_EQ(memory.code, 2) << memory.output;
+  EXPECT_TRUE(contains(memory.output, "enumerating the plan space")) << memory.output;
+  EXPECT_TRUE(contains(memory.output, "over the budget of 16.00 GiB (--max-memory-gib)")) << memory.output;
+  EXPECT_TRUE(contains(memory.output, "ring orders")) << memory.output;
+  const CliResult time = run_cli("--max-memory-gib 100000 " + tune, 5);
+  EXPECT_EQ(time.code, 2) << time.output;
+  EXPECT_TRUE(contains(time.output, "over the time budget of 300 s (--max-search-seconds)")) << time.output;
+}
+
+TEST_F(SearchBudgetCli, RingOfTwoToTheTwentyGpusRefused) {
+  const CliResult r = run_cli("--max-memory-gib 100000 " + tiny_tune("huge-ring-cluster"), 5);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--max-search-seconds")) << r.output;
+  EXPECT_TRUE(contains(r.output, "step-bound collectives")) << r.output;
+}
+
+TEST_F(SearchBudgetCli, SimulationsThatDoNotFitNameTheRingLimit) {
+  // 2048 GPUs: the search may simulate a flat ring of all of them (W x W = 4 million cells).
+  const CliResult r = run_cli("--max-memory-gib 1 " + tiny_tune("rack-2048-cluster"), 30);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "simulations in flight")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--max-ring-simulated")) << r.output;
+}
+
+TEST_F(SearchBudgetCli, TinyTimeBudgetStopsBeforeAnyResult) {
+  // Either the estimate exceeds 1 us or the time limit fires first: exit 2 naming the flag.
+  const CliResult r = run_cli(qwen_tune() + " --max-search-seconds 0.000001", 30);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "(--max-search-seconds)")) << r.output;
+  EXPECT_FALSE(contains(r.output, "sparsering tune:")) << "the search ran: " << r.output;
+}
+
+TEST_F(SearchBudgetCli, SpaceOverTheCandidateLimitRefused) {
+  const CliResult r = run_cli(qwen_tune() + " --max-candidates 100", 30);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "more than 100 candidates (--max-candidates)")) << r.output;
+  for (const char* bad : {"--max-candidates 0", "--max-search-seconds 0", "--max-search-seconds -1"}) {
+    const CliResult refused = run_cli(qwen_tune() + " " + bad, 30);
+    EXPECT_EQ(refused.code, 2) << bad << ": " << refused.output;
+  }
+}
+
+TEST_F(SearchBudgetCli, TopBeyondOneBundleOfPlanFilesRefused) {
+  const CliResult r = run_cli(qwen_tune() + " --top 100000000 --out " + path("plan.yaml"), 30);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--top 100000000 with --out")) << r.output;
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST_F(SearchBudgetCli, SearchPastTheTimeBudgetStopsAndWritesNothing) {
+  // Brute force simulates all 20 856 candidates (minutes); the estimate counts no simulation, so
+  // the search starts and the time limit ends it.
+  const CliResult r = run_cli(qwen_tune() + " --brute-force --max-search-seconds 1 --out " + path("plan.yaml"), 60);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "over the time budget of 1 s (--max-search-seconds)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "nothing was written")) << r.output;
+  EXPECT_TRUE(fs::is_empty(dir_)) << "an output or temporary was left in " << dir_;
+}
+
+TEST_F(SearchBudgetCli, PeakMemoryStaysWithinTheEstimate) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine are not part of the estimate";
+#endif
+  const MeasuredRun run = run_cli_measured(
+      {"-v", "tune", "--model", source_path("configs/models/qwen2.5-3b.yaml"), "--cluster",
+       source_path("configs/clusters/mtraining-4x8-a100.yaml"), "--trace",
+       source_path("traces/samples/qwen2.5-3b-32k.safetensors"), "--seq-len", "32K"},
+      path("log"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  const size_t at = run.output.find("candidates, about ");
+  ASSERT_NE(at, std::string::npos) << run.output;
+  const double estimate_gib = std::stod(run.output.substr(at + 18));
+  const double peak_gib = run.peak_gib;
+  EXPECT_GT(peak_gib, 0.0);
+  EXPECT_LE(peak_gib, estimate_gib) << "estimate " << estimate_gib << " GiB, peak " << peak_gib << " GiB";
+}
+
+}  // namespace
+}  // namespace sparsering::test

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_process.hpp"
 
@@ -16,6 +17,12 @@ namespace sparsering::test {
 namespace {
 
 namespace fs = std::filesystem;
+
+/// The run ended with exit 2 and its output names every one of `parts`.
+void expect_refused(const CliResult& r, const std::vector<std::string>& parts) {
+  EXPECT_EQ(r.code, 2) << r.output;
+  for (const std::string& part : parts) EXPECT_TRUE(contains(r.output, part)) << "no '" << part << "' in: " << r.output;
+}
 
 class SearchBudgetCli : public ::testing::Test {
  protected:
@@ -54,63 +61,48 @@ class SearchBudgetCli : public ::testing::Test {
 TEST_F(SearchBudgetCli, SchemaLimitClusterRefusedBeforeEnumerating) {
   // 2^26 GPUs: one ring order per set of degrees is already 24 GiB; the time bound is hours.
   const std::string tune = tiny_tune("schema-limit-cluster");
-  const CliResult memory = run_cli("--max-memory-gib 16 " + tune, 5);
-  EXPECT_EQ(memory.code, 2) << memory.output;
-  EXPECT_TRUE(contains(memory.output, "enumerating the plan space")) << memory.output;
-  EXPECT_TRUE(contains(memory.output, "over the budget of 16.00 GiB (--max-memory-gib)")) << memory.output;
-  EXPECT_TRUE(contains(memory.output, "ring orders")) << memory.output;
-  const CliResult time = run_cli("--max-memory-gib 100000 " + tune, 5);
-  EXPECT_EQ(time.code, 2) << time.output;
-  EXPECT_TRUE(contains(time.output, "over the time budget of 300 s (--max-search-seconds)")) << time.output;
+  expect_refused(run_cli("--max-memory-gib 16 " + tune, 5),
+                 {"enumerating the plan space", "over the budget of 16.00 GiB (--max-memory-gib)", "ring orders"});
+  expect_refused(run_cli("--max-memory-gib 100000 " + tune, 5),
+                 {"enumerating the plan space", "over the time budget of 300 s (--max-search-seconds)"});
 }
 
 TEST_F(SearchBudgetCli, RingOfTwoToTheTwentyGpusRefused) {
-  const CliResult r = run_cli("--max-memory-gib 100000 " + tiny_tune("huge-ring-cluster"), 5);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "--max-search-seconds")) << r.output;
-  EXPECT_TRUE(contains(r.output, "step-bound collectives")) << r.output;
+  expect_refused(run_cli("--max-memory-gib 100000 " + tiny_tune("huge-ring-cluster"), 5),
+                 {"--max-search-seconds", "step-bound collectives"});
 }
 
 TEST_F(SearchBudgetCli, SimulationsThatDoNotFitNameTheRingLimit) {
-  // 2048 GPUs: the search may simulate a flat ring of all of them (W x W = 4 million cells).
-  const CliResult r = run_cli("--max-memory-gib 1 " + tiny_tune("rack-2048-cluster"), 30);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "simulations in flight")) << r.output;
-  EXPECT_TRUE(contains(r.output, "--max-ring-simulated")) << r.output;
+  // 1024 GPUs: the search may simulate a flat ring of all of them (W x W = a million cells).
+  expect_refused(run_cli("--max-memory-gib 0.25 " + tiny_tune("rack-1024-cluster"), 30),
+                 {"simulations in flight", "--max-ring-simulated"});
 }
 
 TEST_F(SearchBudgetCli, TinyTimeBudgetStopsBeforeAnyResult) {
   // Either the estimate exceeds 1 us or the time limit fires first: exit 2 naming the flag.
   const CliResult r = run_cli(qwen_tune() + " --max-search-seconds 0.000001", 30);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "(--max-search-seconds)")) << r.output;
+  expect_refused(r, {"(--max-search-seconds)"});
   EXPECT_FALSE(contains(r.output, "sparsering tune:")) << "the search ran: " << r.output;
 }
 
 TEST_F(SearchBudgetCli, SpaceOverTheCandidateLimitRefused) {
-  const CliResult r = run_cli(qwen_tune() + " --max-candidates 100", 30);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "more than 100 candidates (--max-candidates)")) << r.output;
-  for (const char* bad : {"--max-candidates 0", "--max-search-seconds 0", "--max-search-seconds -1"}) {
-    const CliResult refused = run_cli(qwen_tune() + " " + bad, 30);
-    EXPECT_EQ(refused.code, 2) << bad << ": " << refused.output;
+  expect_refused(run_cli(qwen_tune() + " --max-candidates 100", 30), {"more than 100 candidates (--max-candidates)"});
+  expect_refused(run_cli(qwen_tune() + " --max-candidates 0", 30), {"--max-candidates must be >= 1"});
+  for (const char* bad : {"--max-search-seconds 0", "--max-search-seconds -1"}) {
+    expect_refused(run_cli(qwen_tune() + " " + bad, 30), {"--max-search-seconds must be > 0"});
   }
 }
 
 TEST_F(SearchBudgetCli, TopBeyondOneBundleOfPlanFilesRefused) {
-  const CliResult r = run_cli(qwen_tune() + " --top 100000000 --out " + path("plan.yaml"), 30);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "--top 100000000 with --out")) << r.output;
+  expect_refused(run_cli(qwen_tune() + " --top 100000000 --out " + path("plan.yaml"), 30), {"--top 100000000 with --out"});
   EXPECT_TRUE(fs::is_empty(dir_));
 }
 
 TEST_F(SearchBudgetCli, SearchPastTheTimeBudgetStopsAndWritesNothing) {
   // Brute force simulates all 20 856 candidates (minutes); the estimate counts no simulation, so
   // the search starts and the time limit ends it.
-  const CliResult r = run_cli(qwen_tune() + " --brute-force --max-search-seconds 1 --out " + path("plan.yaml"), 60);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "over the time budget of 1 s (--max-search-seconds)")) << r.output;
-  EXPECT_TRUE(contains(r.output, "nothing was written")) << r.output;
+  expect_refused(run_cli(qwen_tune() + " --brute-force --max-search-seconds 1 --out " + path("plan.yaml"), 60),
+                 {"over the time budget of 1 s (--max-search-seconds)", "nothing was written"});
   EXPECT_TRUE(fs::is_empty(dir_)) << "an output or temporary was left in " << dir_;
 }
 

@@ -21,8 +21,9 @@
 namespace sparsering {
 
 /// Target bounds (docs/VALIDATION.md).
-inline constexpr double kLayerTimeMedianTarget = 0.05;  ///< median |error| of per-layer attention time
-inline constexpr double kLayerTimeWorstTarget = 0.10;   ///< worst |error| of per-layer attention time
+inline constexpr double kLayerTimeMedianTarget = 0.03;  ///< median |error| of per-layer attention time
+inline constexpr double kLayerTimeWorstTarget = 0.06;   ///< worst |error| of per-layer attention time
+inline constexpr double kCellTimeMedianTarget = 0.05;   ///< median |error| of (rank, step) kernel times
 inline constexpr double kStepOverlapTarget = 1.10;      ///< measured step / max(compute, comm)
 
 /// Relative errors (predicted - measured) / measured over matched cells.
@@ -75,12 +76,17 @@ struct ValidationReport {
   int64_t sample = 0;
   int32_t iterations = 0;
   std::string cost_source;        ///< the simulator's kernel cost source (calibration or roofline)
+  CalibrationStatus calibration;  ///< the prediction's calibration: source, kernel builds, shape used
+  /// False when the prediction's calibration was measured on another kernel build than the one
+  /// measured here (stale): its error then says nothing about the model.
+  bool comparison_meaningful = true;
   WorkCounts predicted_work;      ///< the simulator's work of the layer, head group 0's ring
   int64_t measured_tiles = 0;
   int64_t measured_column_chunks = 0;
   PassComparison forward;
   PassComparison backward;
   bool layer_time_met = false;    ///< both |errors| <= kLayerTimeWorstTarget
+  bool cell_time_met = false;     ///< forward and backward cells' median |error| <= kCellTimeMedianTarget
   bool step_overlap_met = false;  ///< ring runs: every step ratio <= kStepOverlapTarget
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/core/sim_time.hpp"
+#include "sim/output/result_json.hpp"
 
 namespace sparsering {
 namespace {
@@ -34,11 +35,6 @@ json pass_json(const PassComparison& pass) {
            {"measured_comm_us", pass.measured_comm_us},
            {"step_overlap_ratio", pass.step_overlap_ratio}};
   return out;
-}
-
-json work_json(const WorkCounts& w) {
-  return json{{"tiles", w.tiles}, {"masked_tiles", w.masked_tiles}, {"columns", w.columns},
-              {"column_chunks", w.column_chunks}};
 }
 
 void add_event(json& events, const std::string& name, int32_t pid, int32_t tid, double ts_us, double dur_us,
@@ -104,14 +100,18 @@ nlohmann::json validation_to_json(const ValidationReport& report, const nlohmann
   out["sample"] = report.sample;
   out["iterations"] = report.iterations;
   out["cost_source"] = report.cost_source;
+  out["calibration"] = calibration_status_json(report.calibration);
+  out["comparison_meaningful"] = report.comparison_meaningful;
   out["predicted_work"] = work_json(report.predicted_work);
   out["measured_work"] = json{{"tiles", report.measured_tiles}, {"column_chunks", report.measured_column_chunks}};
   out["forward"] = pass_json(report.forward);
   out["backward"] = pass_json(report.backward);
   out["targets"] = json{{"layer_time_worst_abs_error", kLayerTimeWorstTarget},
                         {"layer_time_median_abs_error", kLayerTimeMedianTarget},
+                        {"cell_time_median_abs_error", kCellTimeMedianTarget},
                         {"step_overlap_ratio", kStepOverlapTarget},
                         {"layer_time_met", report.layer_time_met},
+                        {"cell_time_met", report.cell_time_met},
                         {"step_overlap_met", report.mode == "ring" ? json(report.step_overlap_met) : json(nullptr)}};
   out["provenance"] = provenance;
   return out;

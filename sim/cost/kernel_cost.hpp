@@ -1,9 +1,10 @@
 // Kernel cost model: the time of one sparse-attention kernel launch (one rank, one ring step, all
 // heads of the launch), forward and backward:
-//   time = launch + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads,
-// with the coefficients of the GPU config's `calibration:` section (fitted on real GPUs) when
-// present, else a roofline estimate that every output marks "uncalibrated". A launch with no tile
-// and no chunk is skipped (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
+//   time = launch + per_list x lists + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads,
+// (lists: non-empty (head, query block) lists, sim/work/work_counts.hpp) with the coefficients of
+// the GPU config's `calibration:` section (fitted on real GPUs) when present, else a roofline
+// estimate that every output marks "uncalibrated". A launch with no tile and no chunk is skipped
+// (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
 // or assumed efficiency, and the time of building one layer's sparse index on one rank.
 // Tested in tests/sim/cost_model_test.cpp.
 #pragma once
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "sim/config/gpu_config.hpp"
+#include "sim/cost/calibration_status.hpp"
 #include "sim/core/sim_time.hpp"
 #include "sim/work/work_counts.hpp"
 
@@ -21,6 +23,7 @@ namespace sparsering {
 /// Coefficients of one direction (microseconds).
 struct KernelCoefficients {
   double launch_us = 0.0;
+  double per_list_us = 0.0;  ///< per non-empty (head, query block) list
   double per_tile_us = 0.0;
   double per_vertical_chunk_us = 0.0;
   double per_head_us = 0.0;
@@ -45,20 +48,28 @@ struct AttentionCostModel {
   KernelCoefficients forward;
   KernelCoefficients backward;
   bool calibrated = false;
-  std::string source;               ///< "calibration (<gpu>, <date>)" or "roofline (uncalibrated)"
-  std::vector<std::string> notes;   ///< e.g. calibration rescaled to other block sizes
+  std::string source;               ///< "calibration (<gpu>, <date>)", "published figures (<gpu>)" or "roofline (uncalibrated)"
+  std::vector<std::string> notes;   ///< uncalibrated, stale, published, extrapolated
+  CalibrationStatus calibration;    ///< source, kernel build comparison, shape used
 };
 
-/// Builds the model. With a calibration whose (block_q, block_k, head_dim) differ from the plan's,
-/// per-tile and per-chunk costs are scaled by the ratio of tile FLOPs (block_q x block_k x
-/// head_dim) and a note says so. Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs
-/// forward (Q K^T and P V) at peak x attention_efficiency; backward_flop_ratio times that
-/// backward; a chunk costs gather_slowdown tiles. Throws InputError for non-positive sizes or a
-/// GPU without a peak rate.
+/// Builds the model. A calibration's coefficients are those of the exact (block_q, block_k,
+/// head_dim) shape when it lists that shape. Otherwise the model is marked extrapolated
+/// (calibration.extrapolated, and a note): it takes the nearest calibrated shape (same head dim
+/// first, then the smallest |log2| distance of the three sizes, then the first listed) and scales
+/// its per-tile and per-chunk costs by the ratio of tile FLOPs (block_q x block_k x head_dim), its
+/// per-list cost by the ratio of query block x head dim (the Q block loaded and the output merged
+/// per list), and keeps its launch cost. A measured calibration from another kernel build than
+/// this one (core/kernel_build.hpp) is marked stale, a published one says so (calibration_notes).
+/// Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs forward (Q K^T and P V) at
+/// peak x attention_efficiency; backward_flop_ratio times that backward; a chunk costs
+/// gather_slowdown tiles; a list costs nothing (no evidence for a figure). Throws InputError for
+/// non-positive sizes or a GPU without a peak rate.
 AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
                                              const RooflineAssumptions& assumptions = {});
 
-/// Time of one launch doing `work` for `heads` heads with `c` (rounded once). 0 if no work.
+/// Time of one launch doing `work` (work.lists lists, work.tiles tiles, work.column_chunks chunks)
+/// for `heads` heads with `c` (rounded once). 0 if no work.
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);
 
 /// Time of building one layer's sparse index on one rank for `heads` query heads (x micro batch)

@@ -10,10 +10,17 @@
 
 namespace sparsering {
 
+/// What the kernel costs rest on (docs/simulator.md, "calibration"): source, kernel builds, stale,
+/// the shape asked for and the calibrated shape used, extrapolated and how.
+nlohmann::json calibration_status_json(const CalibrationStatus& status);
+
 /// Everything, including per-rank per-step ring records (when the result kept them).
 nlohmann::json result_to_json(const SimulationResult& result);
 
 /// The same without the ring records (a summary for stdout).
 nlohmann::json result_summary_json(const SimulationResult& result);
+
+/// Work counts as the JSON object every output uses: tiles, masked_tiles, columns, column_chunks, lists.
+nlohmann::json work_json(const WorkCounts& work);
 
 }  // namespace sparsering

@@ -209,7 +209,7 @@ TEST(SearchBudget, CheckPassesWithinAndRefusesBeyondEitherBudget) {
   // Between the two steps' figures: step 1 passes, the enumerated space's bounds do not.
   const SearchEstimate before = estimate_search_before_enumeration(model, cluster, 4096, 1e6);
   const double between = 2.0 * before.seconds;
-  ASSERT_GT(static_cast<double>(e.candidates) * 0.4e-6, between) << "the bounds of every candidate must exceed it";
+  ASSERT_GT(static_cast<double>(e.candidates) * 70e-9, between) << "the bounds of every candidate must exceed it";
   const std::string enumerated = error_of([&] { check({16.0, between}); });
   EXPECT_NE(enumerated.find("needs at least"), std::string::npos) << enumerated;
   EXPECT_EQ(enumerated.find("enumerating the plan space"), std::string::npos) << enumerated;

@@ -20,13 +20,14 @@ constexpr double kOrderRankBytes = sizeof(int64_t);
 constexpr double kCandidateStateBytes = 2.0 * sizeof(Candidate) + 24 + 1 + 2 * 24;
 // The trace as read and the kept patterns of every head, as simulate counts them.
 constexpr double kTraceCopies = 3.0;
-// Per-unit costs, about a quarter of what the development machine measured (docs/PERF.md):
+// Per-unit costs, about a quarter of the CPU time the development machine measured
+// (tests/tuner_search/bench/search_budget_bench.cpp, docs/PERF.md):
 // one rank of one tier scan of a ring order (building it, then one scan per divisor of W);
-constexpr double kTierScanSecondsPerRank = 50e-9;
+constexpr double kTierScanSecondsPerRank = 100e-9;
 // the step bound's collectives over the rings of one order, per (rank, ring position);
-constexpr double kCollectiveSecondsPerRankPosition = 20e-9;
+constexpr double kCollectiveSecondsPerRankPosition = 8e-9;
 // the memory bound and the coarse step bound of one candidate.
-constexpr double kBoundSecondsPerCandidate = 0.4e-6;
+constexpr double kBoundSecondsPerCandidate = 70e-9;
 
 double as_double(int64_t value) { return static_cast<double>(value); }
 

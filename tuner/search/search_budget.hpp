@@ -16,8 +16,9 @@
 //      the bound's collectives and one step bound per candidate; a lower bound, since how many
 //      simulations the bounds leave is known only while searching (the tune command's time
 //      limit, common/time_limit.hpp, stops a search that runs past the budget anyway).
-// Per-unit costs are about a quarter of what the development machine measured (docs/PERF.md), so
-// the time figure stays a lower bound on faster machines.
+// Per-unit costs are about a quarter of the CPU time the development machine measured
+// (tests/tuner_search/bench/search_budget_bench.cpp, docs/PERF.md), so the time figure stays a
+// lower bound on faster machines.
 // Tested in tests/tuner_search/search_budget_test.cpp (figures against the enumerated space and
 // hand counts) and tests/cli/search_budget_cli_test.cpp (hostile clusters through the binary).
 #pragma once

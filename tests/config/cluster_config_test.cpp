@@ -194,6 +194,79 @@ TEST(ClusterConfig, RejectsBadValuesNamingKeyPathAndValue) {
   expect_input_error([] { parse_cluster(kCluster + "racks: 2\n", "c.yaml"); }, {"unknown key cluster.racks", "outer_levels"});
 }
 
+TEST(ClusterConfig, ShippedLevelsSayWhereTheirLinksComeFrom) {
+  const ClusterConfig mtraining = load_cluster(kConfigs / "clusters" / "mtraining-4x8-a100.yaml");
+  for (const FabricLevel* level : {&mtraining.intra_node, &*mtraining.inter_node}) {
+    EXPECT_EQ(level->source, LinkSource::published) << level->name;
+    EXPECT_GE(level->sources.size(), 2U) << level->name;
+    EXPECT_FALSE(level->curve.empty()) << level->name;
+  }
+  for (const char* file : {"h100-16x8-ndr.yaml", "h200-4x8-ndr.yaml"}) {
+    const ClusterConfig ndr = load_cluster(kConfigs / "clusters" / file);
+    EXPECT_EQ(ndr.inter_node->source, LinkSource::published) << file;
+    EXPECT_EQ(ndr.intra_node.source, LinkSource::line_rate) << file;
+  }
+  EXPECT_EQ(load_cluster(kConfigs / "clusters" / "h200-4x-nvswitch.yaml").intra_node.source, LinkSource::measured);
+  EXPECT_EQ(load_cluster(kConfigs / "clusters" / "h200-2x-nvlink.yaml").intra_node.source, LinkSource::measured);
+  EXPECT_EQ(describe_link_source(mtraining.intra_node), "intra_node (nvlink): published curve, 4 points, latency 9.85 us");
+  EXPECT_EQ(describe_link_source(*mtraining.inter_node), "inter_node (infiniband): published curve, 1 point, latency 9.6 us");
+}
+
+TEST(ClusterConfig, LinkSourceDefaultsToWhatTheCurveSays) {
+  const ClusterConfig cluster = parse_cluster(kCluster, "c.yaml");
+  EXPECT_EQ(cluster.intra_node.source, LinkSource::measured);  // a curve without a source was measured
+  EXPECT_TRUE(cluster.intra_node.sources.empty());
+  EXPECT_EQ(cluster.inter_node->source, LinkSource::line_rate);
+  EXPECT_EQ(describe_link_source(*cluster.inter_node),
+            "inter_node (infiniband): line rate 50 GB/s, latency 9.6 us (no measured or published curve)");
+  std::string published = kCluster;
+  published.replace(published.find("  curve:"), 8, "  source: published\n  sources: [\"paper, figure 1: 1 MiB at 100 GB/s\"]\n  curve:");
+  const ClusterConfig cited = parse_cluster(published, "c.yaml");
+  EXPECT_EQ(cited.intra_node.source, LinkSource::published);
+  ASSERT_EQ(cited.intra_node.sources.size(), 1U);
+  EXPECT_EQ(cited.intra_node.sources[0], "paper, figure 1: 1 MiB at 100 GB/s");
+  std::string explicit_line_rate = kCluster;
+  explicit_line_rate.replace(explicit_line_rate.find("  latency_us: 9.6"), 17, "  latency_us: 9.6\n  source: line_rate");
+  EXPECT_EQ(parse_cluster(explicit_line_rate, "c.yaml").inter_node->source, LinkSource::line_rate);
+}
+
+TEST(ClusterConfig, RejectsContradictoryLinkSources) {
+  const auto with_intra = [](const std::string& keys) {
+    std::string text = kCluster;
+    text.replace(text.find("  curve:"), 8, keys + "\n  curve:");
+    return text;
+  };
+  const auto with_inter = [](const std::string& keys) {
+    std::string text = kCluster;
+    text.replace(text.find("  latency_us: 9.6"), 17, "  latency_us: 9.6\n" + keys);
+    return text;
+  };
+  expect_input_error([&] { parse_cluster(with_intra("  source: line_rate"), "c.yaml"); },
+                     {"c.yaml: cluster.intra_node.source is line_rate but the level has a curve"});
+  expect_input_error([&] { parse_cluster(with_inter("  source: published\n  sources: [\"x\"]"), "c.yaml"); },
+                     {"cluster.inter_node.source is published but the level has no curve"});
+  expect_input_error([&] { parse_cluster(with_inter("  source: measured"), "c.yaml"); },
+                     {"cluster.inter_node.source is measured but the level has no curve"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published"), "c.yaml"); },
+                     {"cluster.intra_node.sources is required with source: published"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: []"), "c.yaml"); },
+                     {"cluster.intra_node.sources is required with source: published"});
+  expect_input_error([&] { parse_cluster(with_inter("  sources: [\"datasheet\"]"), "c.yaml"); },
+                     {"cluster.inter_node.sources cites figures, but the level has no curve (source: line_rate)"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: guessed"), "c.yaml"); },
+                     {"cluster.intra_node.source must be one of line_rate, measured, published; got \"guessed\""});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [\"\"]"), "c.yaml"); },
+                     {"cluster.intra_node.sources[0] must not be empty"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [[a]]"), "c.yaml"); },
+                     {"cluster.intra_node.sources[0] must be a string, got a sequence"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: \"one\""), "c.yaml"); },
+                     {"cluster.intra_node.sources must be a sequence"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [\"" + std::string(513, 'x') + "\"]"), "c.yaml"); },
+                     {"cluster.intra_node.sources[0] must be at most 512 characters, got 513"});
+  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [\"a\\x1b[2Jb\"]"), "c.yaml"); },
+                     {"cluster.intra_node.sources[0]"});
+}
+
 TEST(ClusterConfig, LoadResolvesTheGpuBesideTheClusterFolder) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sparsering-cluster-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

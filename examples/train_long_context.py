@@ -90,6 +90,7 @@ class Block(nn.Module):
         super().__init__()
         h, hd = cfg.hidden, cfg.hidden // cfg.heads
         self.cfg, self.layer, self.attend, self.head_dim = cfg, layer, attend, hd
+        self.capture = None  # a CaptureSession while the run's own patterns are recorded
         self.q = nn.Linear(h, cfg.heads * hd, bias=True)
         self.k = nn.Linear(h, cfg.kv_heads * hd, bias=True)
         self.v = nn.Linear(h, cfg.kv_heads * hd, bias=True)
@@ -105,6 +106,8 @@ class Block(nn.Module):
         q = rope(split(self.q(y), self.cfg.heads), positions, self.cfg.rope_theta).contiguous()
         k = rope(split(self.k(y), self.cfg.kv_heads), positions, self.cfg.rope_theta).contiguous()
         v = split(self.v(y), self.cfg.kv_heads).contiguous()
+        if self.capture is not None:
+            self.capture.record(self.layer, q, k)
         q = _Mark.apply(q, self.layer, "start")
         a = self.attend(q, k, v)
         a = _Mark.apply(a, self.layer, "end")
@@ -155,15 +158,58 @@ def make_batch(cfg, seq_len, gen, device):
     return ids.view(1, -1).to(device), targets.view(1, -1).to(device), retrieval.view(1, -1).to(device)
 
 
-def predicted(args, gpu_name, n_tokens):
-    """`sparsering simulate` of a one-GPU plan of Qwen2.5-3B at this length (or the given plan)."""
+def capture_trace(model, cfg, args, device, gen, path):
+    """Records the run's own sparsity: one no-grad forward of a fresh batch with the trained
+    weights, every layer's post-RoPE q and k through the capture hook (docs/capture.md), written
+    as a trace of this model's layers and heads."""
+    sys.path.insert(0, os.path.join(REPO, "traces", "capture"))
+    from sparsering_capture import CaptureSession, StreamingTraceWriter
+    writer = StreamingTraceWriter(path, samples=1, layers=cfg.layers, heads=cfg.heads, vertical_slots=8192,
+                                  slash_slots=8192, model="train-long-context-example", last_q=args.last_q)
+    session = CaptureSession(writer, sample=0, seq_len=args.seq_len, last_q=args.last_q,
+                             softmax_scale=(cfg.hidden // cfg.heads) ** -0.5)
+    ids, _, _ = make_batch(cfg, args.seq_len, gen, device)
+    for block in model.blocks:
+        block.capture = session
+    try:
+        with torch.no_grad(), torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            model(ids, torch.arange(args.seq_len, device=device))
+    finally:
+        for block in model.blocks:
+            block.capture = None
+    session.finish(cfg.layers)
+    writer.close()
+
+
+def example_model_yaml(cfg, path):
+    """Qwen2.5-3B's config with this run's shape (layers, width, heads, FFN, vocabulary)."""
+    with open(os.path.join(REPO, "configs/models/qwen2.5-3b.yaml")) as f:
+        lines = f.read().splitlines()
+    values = {"name": "train-long-context-example", "layers": cfg.layers, "hidden_size": cfg.hidden,
+              "ffn_hidden_size": cfg.ffn, "q_heads": cfg.heads, "kv_heads": cfg.kv_heads,
+              "head_dim": cfg.hidden // cfg.heads, "vocab_size": cfg.vocab}
+    out = []
+    for line in lines:
+        key = line.split(":", 1)[0]
+        out.append(f"{key}: {values[key]}" if key in values and not line.startswith(" ") else line)
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def predicted(args, cfg, gpu_name, model, device, gen):
+    """`sparsering simulate` per layer for this run: the trace captured from the trained model
+    itself (--plan-yaml: that plan, on Qwen2.5-3B's synthetic trace, as before), a model config of
+    the example's shape, and a one-GPU plan on this GPU's config."""
     try:
         work = tempfile.mkdtemp(prefix="sparsering-example-")
         trace = os.path.join(work, "trace.safetensors")
-        sr_plan.trace_synth(os.path.join(REPO, "configs/models/qwen2.5-3b.yaml"), n_tokens, trace, seed=1)
         if args.plan_yaml:
-            plan_path = args.plan_yaml
+            sr_plan.trace_synth(os.path.join(REPO, "configs/models/qwen2.5-3b.yaml"), args.seq_len, trace, seed=1)
+            plan_path, source = args.plan_yaml, "Qwen2.5-3B's synthetic trace"
         else:
+            capture_trace(model, cfg, args, device, gen, trace)
+            model_yaml = os.path.join(work, "model.yaml")
+            example_model_yaml(cfg, model_yaml)
             gpu = "h200" if "H200" in gpu_name else "h100-sxm"
             cluster = os.path.join(work, "cluster.yaml")
             with open(cluster, "w") as f:
@@ -171,14 +217,18 @@ def predicted(args, gpu_name, n_tokens):
                         f"intra_node:\n  kind: nvlink\n  bandwidth_gbytes_per_s: 450\n  latency_us: 3.4\n")
             plan_path = os.path.join(work, "plan.yaml")
             with open(plan_path, "w") as f:
-                f.write(f"name: example-1gpu\nmodel: {REPO}/configs/models/qwen2.5-3b.yaml\ncluster: {cluster}\n"
-                        f"seq_len_tokens: {n_tokens}\ncontext_parallel: 1\nring:\n  levels:\n"
+                f.write(f"name: example-1gpu\nmodel: {model_yaml}\ncluster: {cluster}\n"
+                        f"seq_len_tokens: {args.seq_len}\ncontext_parallel: 1\nring:\n  levels:\n"
                         f"    - {{size: 1, link: nvlink}}\nlayout:\n  kind: contiguous\nrecompute: full\n"
                         f"sparse:\n  recall: {args.recall}\n  last_q: {args.last_q}\n")
+            source = "the trace captured from this run's model"
         result = sr_plan.simulate(plan_path, trace=trace)
-        layer = result["layers"][0]
-        return {"attention_fwd_ms": layer["attention_fwd_ns"] / 1e6, "attention_bwd_ms": layer["attention_bwd_ns"] / 1e6,
-                "plan": plan_path}
+        layers = {int(layer["layer"]) if "layer" in layer else i: layer for i, layer in enumerate(result["layers"])}
+        return {"per_layer": {i: {"fwd": layer["attention_fwd_ns"] / 1e6, "bwd": layer["attention_bwd_ns"] / 1e6}
+                              for i, layer in layers.items()},
+                "attention_fwd_ms": sum(v["attention_fwd_ns"] for v in layers.values()) / len(layers) / 1e6,
+                "attention_bwd_ms": sum(v["attention_bwd_ns"] for v in layers.values()) / len(layers) / 1e6,
+                "plan": plan_path, "trace": source, "cost_source": result.get("cost_source", "")}
     except Exception as error:  # the prediction is context; the run must not fail on it
         return {"error": str(error)[:300]}
 
@@ -290,7 +340,7 @@ def main():
             per_layer[layer] = {kind: sum(v) / len(v) for kind, v in got.items()}
         summary["attention_ms_per_layer"] = per_layer
         if rank == 0:
-            summary["predicted"] = predicted(args, gpu, args.seq_len)
+            summary["predicted"] = predicted(args, cfg, gpu, model, device, gen)
     say(json.dumps(summary, indent=1))
     if per_layer_ok := summary.get("attention_ms_per_layer"):
         fwd = sum(v.get("fwd", 0) for v in per_layer_ok.values()) / len(per_layer_ok)
@@ -298,7 +348,12 @@ def main():
         pred = summary.get("predicted", {})
         say(f"attention per layer: measured fwd {fwd:.1f} ms, bwd {bwd:.1f} ms (recompute excluded); "
             f"sparsering simulate predicts fwd {pred.get('attention_fwd_ms', float('nan')):.1f} ms, "
-            f"bwd {pred.get('attention_bwd_ms', float('nan')):.1f} ms for Qwen2.5-3B's synthetic trace")
+            f"bwd {pred.get('attention_bwd_ms', float('nan')):.1f} ms from {pred.get('trace', pred.get('error'))}")
+        for layer, measured in sorted(per_layer_ok.items()):
+            p = pred.get("per_layer", {}).get(layer)
+            if p and measured.get("fwd") and measured.get("bwd"):
+                say(f"  layer {layer}: fwd {measured['fwd']:.2f} / {p['fwd']:.2f} ms ({p['fwd'] / measured['fwd'] - 1:+.1%}), "
+                    f"bwd {measured['bwd']:.2f} / {p['bwd']:.2f} ms ({p['bwd'] / measured['bwd'] - 1:+.1%}) measured / predicted")
     say(f"tokens/s {summary['tokens_per_s']:.0f}, peak memory {summary.get('peak_memory_gib', float('nan')):.1f} GiB, "
         f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}")
     if args.json and rank == 0:

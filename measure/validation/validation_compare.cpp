@@ -197,6 +197,8 @@ ValidationReport compare_layer(const ValidationProblem& problem, const Simulatio
   report.backward = compare_pass(schedule, *backward, measured.backward, replay, true, route);
   report.layer_time_met = std::fabs(report.forward.error) <= kLayerTimeWorstTarget &&
                           std::fabs(report.backward.error) <= kLayerTimeWorstTarget;
+  report.cell_time_met = report.forward.compute_error.median_abs <= kCellTimeMedianTarget &&
+                         report.backward.compute_error.median_abs <= kCellTimeMedianTarget;
   bool overlap = !replay && !report.forward.step_overlap_ratio.empty();
   for (const PassComparison* pass : {&report.forward, &report.backward}) {
     for (double ratio : pass->step_overlap_ratio) overlap = overlap && ratio <= kStepOverlapTarget;

@@ -21,8 +21,9 @@
 namespace sparsering {
 
 /// Target bounds (docs/VALIDATION.md).
-inline constexpr double kLayerTimeMedianTarget = 0.05;  ///< median |error| of per-layer attention time
-inline constexpr double kLayerTimeWorstTarget = 0.10;   ///< worst |error| of per-layer attention time
+inline constexpr double kLayerTimeMedianTarget = 0.03;  ///< median |error| of per-layer attention time
+inline constexpr double kLayerTimeWorstTarget = 0.06;   ///< worst |error| of per-layer attention time
+inline constexpr double kCellTimeMedianTarget = 0.05;   ///< median |error| of (rank, step) kernel times
 inline constexpr double kStepOverlapTarget = 1.10;      ///< measured step / max(compute, comm)
 
 /// Relative errors (predicted - measured) / measured over matched cells.
@@ -81,6 +82,7 @@ struct ValidationReport {
   PassComparison forward;
   PassComparison backward;
   bool layer_time_met = false;    ///< both |errors| <= kLayerTimeWorstTarget
+  bool cell_time_met = false;     ///< forward and backward cells' median |error| <= kCellTimeMedianTarget
   bool step_overlap_met = false;  ///< ring runs: every step ratio <= kStepOverlapTarget
 };
 

@@ -110,8 +110,10 @@ nlohmann::json validation_to_json(const ValidationReport& report, const nlohmann
   out["backward"] = pass_json(report.backward);
   out["targets"] = json{{"layer_time_worst_abs_error", kLayerTimeWorstTarget},
                         {"layer_time_median_abs_error", kLayerTimeMedianTarget},
+                        {"cell_time_median_abs_error", kCellTimeMedianTarget},
                         {"step_overlap_ratio", kStepOverlapTarget},
                         {"layer_time_met", report.layer_time_met},
+                        {"cell_time_met", report.cell_time_met},
                         {"step_overlap_met", report.mode == "ring" ? json(report.step_overlap_met) : json(nullptr)}};
   out["provenance"] = provenance;
   return out;

@@ -58,6 +58,8 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
   if (shown < steps) out << "(" << steps - shown << " more steps in validation.json)\n";
   out << "target per-layer attention time within " << fixed(100.0 * kLayerTimeWorstTarget, 0)
       << "% (fwd and bwd): " << (report.layer_time_met ? "met" : "MISSED") << "\n";
+  out << "target median (rank, step) kernel time within " << fixed(100.0 * kCellTimeMedianTarget, 0)
+      << "% (fwd and bwd): " << (report.cell_time_met ? "met" : "MISSED") << "\n";
   if (report.mode == "ring") {
     out << "target measured step <= " << fixed(kStepOverlapTarget, 2) << " x max(compute, comm): "
         << (report.step_overlap_met ? "met" : "MISSED") << "\n";

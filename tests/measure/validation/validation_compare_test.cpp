@@ -114,6 +114,7 @@ TEST(ValidationCompare, ThePredictionAsMeasurementHasNoError) {
     EXPECT_DOUBLE_EQ(report.forward.measured_ms, report.forward.predicted_ms) << layout;
     EXPECT_DOUBLE_EQ(report.backward.measured_ms, report.backward.predicted_ms) << layout;
     EXPECT_TRUE(report.layer_time_met);
+    EXPECT_TRUE(report.cell_time_met);
     EXPECT_FALSE(report.step_overlap_met);  // replays do not measure steps
     EXPECT_EQ(report.forward.derived_run.end_ns, find_layer_passes(result, 3).first->run.end_ns);
   }
@@ -130,6 +131,7 @@ TEST(ValidationCompare, SlowerKernelsGiveTheHandDerivedErrors) {
   EXPECT_NEAR(report.forward.compute_error.mean_signed, -0.2, 1e-3);
   EXPECT_LT(report.forward.error, 0.0);
   EXPECT_GT(report.backward.measured_ms, report.backward.predicted_ms);
+  EXPECT_FALSE(report.cell_time_met);  // 20% > the 5% cell target
 }
 
 TEST(ValidationCompare, ErrorSummaryOnRandomCells) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/core/sim_time.hpp"
+#include "sim/output/result_json.hpp"
 
 namespace sparsering {
 namespace {
@@ -34,11 +35,6 @@ json pass_json(const PassComparison& pass) {
            {"measured_comm_us", pass.measured_comm_us},
            {"step_overlap_ratio", pass.step_overlap_ratio}};
   return out;
-}
-
-json work_json(const WorkCounts& w) {
-  return json{{"tiles", w.tiles}, {"masked_tiles", w.masked_tiles}, {"columns", w.columns},
-              {"column_chunks", w.column_chunks}};
 }
 
 void add_event(json& events, const std::string& name, int32_t pid, int32_t tid, double ts_us, double dur_us,

@@ -13,7 +13,9 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
   if (gpu.calibration.has_value()) {
     const GpuCalibration& cal = *gpu.calibration;
     const auto copy = [](const KernelCostCoefficients& from) {
-      return KernelCoefficients{from.launch_us, from.per_tile_us, from.per_vertical_chunk_us, 0.0};
+      return KernelCoefficients{.launch_us = from.launch_us,
+                                .per_tile_us = from.per_tile_us,
+                                .per_vertical_chunk_us = from.per_vertical_chunk_us};
     };
     model.forward = copy(cal.forward);
     model.backward = copy(cal.backward);
@@ -37,20 +39,26 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
           "roofline attention efficiency must be in (0, 1], got ", assumptions.attention_efficiency);
   const double rate_flop_per_us = gpu.peak_tflops_bf16 * 1e6 * assumptions.attention_efficiency;
   const double tile_us = 4.0 * tile_work / rate_flop_per_us;
-  model.forward = KernelCoefficients{assumptions.launch_us, tile_us, tile_us * assumptions.gather_slowdown, 0.0};
-  model.backward = KernelCoefficients{assumptions.launch_us, tile_us * assumptions.backward_flop_ratio,
-                                      tile_us * assumptions.gather_slowdown * assumptions.backward_flop_ratio, 0.0};
+  model.forward = KernelCoefficients{.launch_us = assumptions.launch_us,
+                                     .per_tile_us = tile_us,
+                                     .per_vertical_chunk_us = tile_us * assumptions.gather_slowdown};
+  model.backward = KernelCoefficients{.launch_us = assumptions.launch_us,
+                                      .per_tile_us = tile_us * assumptions.backward_flop_ratio,
+                                      .per_vertical_chunk_us =
+                                          tile_us * assumptions.gather_slowdown * assumptions.backward_flop_ratio};
   model.calibrated = false;
   model.source = "roofline (uncalibrated)";
   model.notes.push_back(str("uncalibrated: ", gpu.name, " has no calibration section; roofline at ",
                             assumptions.attention_efficiency, " of ", gpu.peak_tflops_bf16,
-                            " TFLOP/s bf16, launch ", assumptions.launch_us, " us"));
+                            " TFLOP/s bf16, launch ", assumptions.launch_us,
+                            " us, no cost per (head, query block) list (nothing measured to set it)"));
   return model;
 }
 
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads) {
   if (work.tiles == 0 && work.column_chunks == 0) return 0;
-  return ns_from_us(c.launch_us + c.per_tile_us * static_cast<double>(work.tiles) +
+  return ns_from_us(c.launch_us + c.per_list_us * static_cast<double>(work.lists) +
+                    c.per_tile_us * static_cast<double>(work.tiles) +
                     c.per_vertical_chunk_us * static_cast<double>(work.column_chunks) +
                     c.per_head_us * static_cast<double>(heads));
 }

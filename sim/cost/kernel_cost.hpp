@@ -1,9 +1,10 @@
 // Kernel cost model: the time of one sparse-attention kernel launch (one rank, one ring step, all
 // heads of the launch), forward and backward:
-//   time = launch + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads,
-// with the coefficients of the GPU config's `calibration:` section (fitted on real GPUs) when
-// present, else a roofline estimate that every output marks "uncalibrated". A launch with no tile
-// and no chunk is skipped (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
+//   time = launch + per_list x lists + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads,
+// (lists: non-empty (head, query block) lists, sim/work/work_counts.hpp) with the coefficients of
+// the GPU config's `calibration:` section (fitted on real GPUs) when present, else a roofline
+// estimate that every output marks "uncalibrated". A launch with no tile and no chunk is skipped
+// (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
 // or assumed efficiency, and the time of building one layer's sparse index on one rank.
 // Tested in tests/sim/cost_model_test.cpp.
 #pragma once
@@ -21,6 +22,7 @@ namespace sparsering {
 /// Coefficients of one direction (microseconds).
 struct KernelCoefficients {
   double launch_us = 0.0;
+  double per_list_us = 0.0;  ///< per non-empty (head, query block) list
   double per_tile_us = 0.0;
   double per_vertical_chunk_us = 0.0;
   double per_head_us = 0.0;
@@ -53,12 +55,13 @@ struct AttentionCostModel {
 /// per-tile and per-chunk costs are scaled by the ratio of tile FLOPs (block_q x block_k x
 /// head_dim) and a note says so. Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs
 /// forward (Q K^T and P V) at peak x attention_efficiency; backward_flop_ratio times that
-/// backward; a chunk costs gather_slowdown tiles. Throws InputError for non-positive sizes or a
+/// backward; a chunk costs gather_slowdown tiles; a list costs nothing (no evidence for a figure). Throws InputError for non-positive sizes or a
 /// GPU without a peak rate.
 AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
                                              const RooflineAssumptions& assumptions = {});
 
-/// Time of one launch doing `work` for `heads` heads with `c` (rounded once). 0 if no work.
+/// Time of one launch doing `work` (work.lists lists, work.tiles tiles, work.column_chunks chunks)
+/// for `heads` heads with `c` (rounded once). 0 if no work.
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);
 
 /// Time of building one layer's sparse index on one rank for `heads` query heads (x micro batch)

@@ -2,11 +2,15 @@
 
 namespace sparsering {
 
-namespace {
-
 nlohmann::json work_json(const WorkCounts& w) {
-  return {{"tiles", w.tiles}, {"masked_tiles", w.masked_tiles}, {"columns", w.columns}, {"column_chunks", w.column_chunks}};
+  return {{"tiles", w.tiles},
+          {"masked_tiles", w.masked_tiles},
+          {"columns", w.columns},
+          {"column_chunks", w.column_chunks},
+          {"lists", w.lists}};
 }
+
+namespace {
 
 nlohmann::json phases_json(const std::vector<LayerPhase>& phases) {
   nlohmann::json out = nlohmann::json::array();

@@ -16,4 +16,7 @@ nlohmann::json result_to_json(const SimulationResult& result);
 /// The same without the ring records (a summary for stdout).
 nlohmann::json result_summary_json(const SimulationResult& result);
 
+/// Work counts as the JSON object every output uses: tiles, masked_tiles, columns, column_chunks, lists.
+nlohmann::json work_json(const WorkCounts& work);
+
 }  // namespace sparsering

@@ -129,6 +129,52 @@ std::vector<DifferenceItem> difference_items(const std::vector<Interval>& q_runs
   return items;
 }
 
+/// The pair of a query block (global runs `q_runs`, relative to the start of its segment) with every
+/// key of segment `segment` of the K/V chunk (relative to the start of that segment).
+ClassPair chunk_pair(const BlockGeometry& geo, int32_t q_class, const std::vector<Interval>& q_runs, int32_t segment) {
+  ClassPair pair;
+  pair.q_class = q_class;
+  pair.k_class = -1;
+  pair.q_segment = geo.q_classes[static_cast<size_t>(q_class)].segment;
+  pair.k_segment = segment;
+  const TokenLayout& layout = geo.layout;
+  if (layout.kind() != LayoutKind::striped || layout.ranks() == 1) {
+    // The segment's keys are one run of consecutive positions.
+    std::vector<Interval> k_runs;
+    const LayoutSegment& seg = geo.segments[static_cast<size_t>(segment)];
+    append_global_runs(layout, 0, seg.local_begin, seg.local_end, k_runs);
+    const int64_t base = geo.segment_start_global(0, segment);
+    for (Interval& run : k_runs) {
+      run.lo -= base;
+      run.hi -= base;
+    }
+    pair.items = difference_items(q_runs, k_runs, geo.period_shift);
+    pair.min_difference = q_runs.front().lo - k_runs.back().hi;
+    pair.max_difference = q_runs.back().hi - k_runs.front().lo;
+    return pair;
+  }
+  // Striped: the keys are T stripes [t P, t P + G - 1] (P = W G), never enumerated. Query run
+  // [a, b] against stripe t gives [a - (G - 1) - (T - 1) P, b - (T - 1) P] + u P with
+  // u = T - 1 - t; runs of equal width P apart (stripes finer than the block) extend u instead.
+  const int64_t g = layout.granularity_tokens();
+  const int64_t p = g * layout.ranks();
+  const int64_t t = layout.local_len() / g;
+  bool progression = q_runs.size() > 1;
+  for (size_t k = 1; progression && k < q_runs.size(); ++k) {
+    progression = q_runs[k].hi - q_runs[k].lo == q_runs[0].hi - q_runs[0].lo && q_runs[k].lo - q_runs[k - 1].lo == p;
+  }
+  const size_t items = progression ? 1 : q_runs.size();
+  for (size_t k = 0; k < items; ++k) {
+    const int64_t extra = progression ? static_cast<int64_t>(q_runs.size()) - 1 : 0;
+    const int64_t m_hi = t - 1 + extra;
+    pair.items.push_back(DifferenceItem{q_runs[k].lo - (g - 1) - (t - 1) * p, q_runs[k].hi - (t - 1) * p,
+                                        m_hi > 0 ? p : 0, 0, m_hi});
+  }
+  pair.min_difference = q_runs.front().lo - ((t - 1) * p + g - 1);
+  pair.max_difference = q_runs.back().hi;
+  return pair;
+}
+
 }  // namespace
 
 BlockGeometry make_block_geometry(const TokenLayout& layout, int64_t block_q, int64_t block_k) {
@@ -178,6 +224,9 @@ BlockGeometry make_block_geometry(const TokenLayout& layout, int64_t block_q, in
       pair.min_difference = q_runs.front().lo - k_runs[b].back().hi;
       pair.max_difference = q_runs.back().hi - k_runs[b].front().lo;
       geo.pairs.push_back(std::move(pair));
+    }
+    for (size_t s = 0; s < geo.segments.size(); ++s) {
+      geo.chunk_pairs.push_back(chunk_pair(geo, static_cast<int32_t>(a), q_runs, static_cast<int32_t>(s)));
     }
   }
   return geo;

@@ -12,7 +12,10 @@
 //     D_pair + x0(q rank, k rank) + (a - b) x shift,
 // where D_pair depends on the layout only and x0 = global(q segment start) - global(k segment start).
 // Blocks that are not regular (a partial last block, a zigzag block straddling the two halves)
-// are "irregular" and handled tile by tile. Tested in tests/sim/block_geometry_test.cpp.
+// are "irregular" and handled tile by tile. The same holds with the key block replaced by a whole
+// segment of the K/V chunk (one "member"): the differences of query member a against every key of
+// that segment are D_chunk + x0 + a x shift, which says whether a query block's list meets a kept
+// offset at all. Tested in tests/sim/block_geometry_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +86,9 @@ struct BlockGeometry {
   std::vector<BlockClass> q_classes;
   std::vector<BlockClass> k_classes;
   std::vector<ClassPair> pairs;
+  /// Per (query class, K/V segment), at [q_class x segments + segment]: the pair of the class's
+  /// first block with every key of that segment (k_class = -1, one member), relative to x0.
+  std::vector<ClassPair> chunk_pairs;
   std::vector<int64_t> irregular_q_blocks;  ///< ascending
   std::vector<int64_t> irregular_k_blocks;  ///< ascending
   /// For each q block: its class index, or -1 if irregular. Same for k blocks.

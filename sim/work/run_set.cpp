@@ -30,6 +30,15 @@ size_t RunSet::first_run_reaching(int64_t x) const {
   return static_cast<size_t>(it - runs_.begin());
 }
 
+int64_t RunSet::size_in(int64_t lo, int64_t hi) const {
+  int64_t total = 0;
+  if (hi < lo) return 0;
+  for (size_t k = first_run_reaching(lo); k < runs_.size() && runs_[k].lo <= hi; ++k) {
+    total += std::min(hi, runs_[k].hi) - std::max(lo, runs_[k].lo) + 1;
+  }
+  return total;
+}
+
 bool RunSet::contains(int64_t x) const {
   const size_t k = first_run_reaching(x);
   return k < runs_.size() && runs_[k].lo <= x;
@@ -71,6 +80,29 @@ RunSet RunSet::unite(const RunSet& a, const RunSet& b) {
     out.append(run.lo, run.hi);
   }
   return out;
+}
+
+int64_t RunSet::union_size_in(const RunSet& a, const RunSet& b, int64_t lo, int64_t hi) {
+  // Merge walk in order of run starts; `open` is the union run being built, clipped to [lo, hi].
+  int64_t total = 0;
+  if (hi < lo) return 0;
+  Interval open{0, -1};
+  size_t i = a.first_run_reaching(lo);
+  size_t j = b.first_run_reaching(lo);
+  while (i < a.runs_.size() || j < b.runs_.size()) {
+    const bool take_a = j >= b.runs_.size() || (i < a.runs_.size() && a.runs_[i].lo <= b.runs_[j].lo);
+    const Interval& run = take_a ? a.runs_[i++] : b.runs_[j++];
+    if (run.lo > hi) break;  // the smallest remaining start is past hi: so are the others
+    const int64_t from = std::max(lo, run.lo);
+    const int64_t to = std::min(hi, run.hi);
+    if (open.lo <= open.hi && from <= open.hi + 1) {
+      open.hi = std::max(open.hi, to);
+    } else {
+      total += open.hi - open.lo + 1;
+      open = Interval{from, to};
+    }
+  }
+  return total + (open.hi - open.lo + 1);
 }
 
 namespace {

@@ -42,6 +42,8 @@ class RunSet {
   bool contains(int64_t x) const;
   /// Index of the first run whose hi >= x (runs().size() if none).
   size_t first_run_reaching(int64_t x) const;
+  /// Number of integers of the set in [lo, hi] (0 if hi < lo). Cost: O(log runs + runs met).
+  int64_t size_in(int64_t lo, int64_t hi) const;
 
   /// { m in [m_lo, m_hi] : offset + m * stride is in this set }. stride >= 1. Cost: O(log runs +
   /// runs intersecting [offset + m_lo*stride, offset + m_hi*stride]).
@@ -52,6 +54,8 @@ class RunSet {
 
   /// Union of two sets.
   static RunSet unite(const RunSet& a, const RunSet& b);
+  /// Number of integers of the union of two sets in [lo, hi] (0 if hi < lo), without building the union.
+  static int64_t union_size_in(const RunSet& a, const RunSet& b, int64_t lo, int64_t hi);
 
   friend bool operator==(const RunSet&, const RunSet&) = default;
 

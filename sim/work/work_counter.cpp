@@ -12,6 +12,10 @@ namespace {
 // sets are recomputed per rank pair instead of cached, so memory stays O(class pairs).
 constexpr size_t kMaxMemoizedPairs = 256;
 
+/// Which rank of a kept column's owner sees it from the same query block on (the cases of
+/// WorkCounter::KeyBlockColumns): 0 below the owner, 1 the owner, 2 above.
+int visibility_case(int32_t q_rank, int32_t kv_rank) { return q_rank < kv_rank ? 0 : (q_rank == kv_rank ? 1 : 2); }
+
 }  // namespace
 
 WorkCounter::WorkCounter(const BlockGeometry& geometry)
@@ -26,7 +30,10 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
     strided_classes_ = strided_classes_ || (cls.members > 1 && cls.block_stride > 1);
   }
   covered_diff_.assign(static_cast<size_t>(offset), 0);
-  if (!memoize_) pair_scratch_.resize(geometry.pairs.size());
+  if (!memoize_) {
+    pair_scratch_.resize(geometry.pairs.size());
+    listed_scratch_.resize(geometry.chunk_pairs.size());
+  }
   if ((geometry.block_k & (geometry.block_k - 1)) == 0) {
     block_k_shift_ = 0;
     while ((int64_t{1} << block_k_shift_) < geometry.block_k) ++block_k_shift_;
@@ -53,6 +60,8 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
   dilations_.clear();
   presence_index_.clear();
   presence_store_.clear();
+  listed_index_.clear();
+  listed_store_.clear();
   group_store_.clear();
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   std::vector<std::vector<int64_t>> locals(ranks);
@@ -176,22 +185,15 @@ bool WorkCounter::any_slash_in(int64_t lo, int64_t hi) const {
   return run < slashes_.runs().size() && slashes_.runs()[run].lo <= hi;
 }
 
-void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& out) {
-  out.mu.clear();
-  out.run_lo.clear();
-  out.run_end.clear();
-  out.prefix.assign(1, 0);
-  out.base = 0;
-  out.tiles = 0;
-  out.masked = 0;
+RunSet WorkCounter::present_offsets(const ClassPair& pair, int64_t count_b, int64_t x0) {
+  RunSet mu;
   const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
-  const int64_t count_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
   const int64_t shift = geo_.period_shift;
   const int64_t n = geo_.layout.seq_len_tokens();
   // Only member offsets whose difference set can meet [0, N) can hold a kept offset.
   const int64_t mu_lo = std::max(-(count_b - 1), ceil_div(-(pair.max_difference + x0), shift));
   const int64_t mu_hi = std::min(count_a - 1, floor_div(n - 1 - (pair.min_difference + x0), shift));
-  if (mu_lo > mu_hi) return;
+  if (mu_lo > mu_hi) return mu;
   for (const DifferenceItem& item : pair.items) {
     const RunSet& dilated = dilated_slashes(item.hi - item.lo);
     RunSet hits;
@@ -205,8 +207,23 @@ void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& 
       const RunSet starts = windows.window_hits(item.m_lo, item.m_hi, mu_lo * k, mu_hi * k);
       hits = starts.sample(0, k, mu_lo, mu_hi);
     }
-    out.mu = pair.items.size() == 1 ? std::move(hits) : RunSet::unite(out.mu, hits);
+    mu = pair.items.size() == 1 ? std::move(hits) : RunSet::unite(mu, hits);
   }
+  return mu;
+}
+
+void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& out) {
+  out.run_lo.clear();
+  out.run_end.clear();
+  out.prefix.assign(1, 0);
+  out.base = 0;
+  out.tiles = 0;
+  out.masked = 0;
+  const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
+  const int64_t count_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
+  const int64_t shift = geo_.period_shift;
+  out.mu = present_offsets(pair, count_b, x0);
+  if (out.mu.empty()) return;
   const int64_t mu_masked = ceil_div(-(pair.min_difference + x0), shift) - 1;  // last mu with a pair q < k
   out.base = -(count_b - 1);
   const auto span = static_cast<size_t>(count_a + count_b - 1);
@@ -236,6 +253,62 @@ const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0
     compute_presence(pair, x0, presence_store_.back());
   }
   return presence_store_[it->second];
+}
+
+RunSet WorkCounter::compute_listed_members(size_t chunk_pair_index, int64_t x0) {
+  const ClassPair& chunk = geo_.chunk_pairs[chunk_pair_index];
+  if (!geo_.irregular_k_blocks.empty()) return present_offsets(chunk, 1, x0);
+  // Every key lies in a regular key block: member a has a tile iff a - b is a present offset of
+  // some key class of the segment for some member b, so the listed members are the present
+  // offsets of the current rank pair (which has this x0) widened by each class's members.
+  // Cheaper than sampling the kept offsets again.
+  const size_t k_class_count = geo_.k_classes.size();
+  const int64_t count_a = geo_.q_classes[static_cast<size_t>(chunk.q_class)].members;
+  listed_scratch_runs_.clear();
+  for (size_t b = 0; b < k_class_count; ++b) {
+    if (geo_.k_classes[b].segment != chunk.k_segment) continue;
+    const int64_t widen = geo_.k_classes[b].members - 1;
+    for (const Interval& run : pair_presence_[static_cast<size_t>(chunk.q_class) * k_class_count + b]->mu.runs()) {
+      const int64_t lo = std::max<int64_t>(0, run.lo);
+      const int64_t hi = std::min(count_a - 1, run.hi + widen);
+      if (lo <= hi) listed_scratch_runs_.push_back(Interval{lo, hi});
+    }
+  }
+  std::sort(listed_scratch_runs_.begin(), listed_scratch_runs_.end(),
+            [](const Interval& x, const Interval& y) { return x.lo < y.lo; });
+  RunSet listed;
+  for (const Interval& run : listed_scratch_runs_) listed.append(run.lo, run.hi);
+  return listed;
+}
+
+const RunSet& WorkCounter::listed_members(size_t chunk_pair_index, int64_t x0) {
+  if (!memoize_) {
+    listed_scratch_[chunk_pair_index] = compute_listed_members(chunk_pair_index, x0);
+    return listed_scratch_[chunk_pair_index];
+  }
+  const int64_t key = x0 * static_cast<int64_t>(geo_.chunk_pairs.size()) + static_cast<int64_t>(chunk_pair_index);
+  const auto [it, inserted] = listed_index_.try_emplace(key, listed_store_.size());
+  if (inserted) listed_store_.push_back(compute_listed_members(chunk_pair_index, x0));
+  return listed_store_[it->second];
+}
+
+int64_t WorkCounter::count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns) {
+  // Every query block from the first one that sees a kept column of this chunk has a column or
+  // a tile (a block without tiles covers no column); before it, only the blocks with a tile.
+  int64_t lists = geo_.q_blocks - first_with_columns;
+  const size_t segments = geo_.segments.size();
+  for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+    const BlockClass& qc = geo_.q_classes[a];
+    if (first_with_columns <= qc.first_block) continue;
+    const int64_t below = std::min(qc.members, ceil_div(first_with_columns - qc.first_block, qc.block_stride));
+    const int64_t q_start = segment_start_[static_cast<size_t>(q_rank) * segments + static_cast<size_t>(qc.segment)];
+    const auto x0_of = [&](size_t s) { return q_start - segment_start_[static_cast<size_t>(kv_rank) * segments + s]; };
+    const RunSet& first = listed_members(a * segments, x0_of(0));
+    // At most two segments (zigzag): the union of both segments' listed members.
+    lists += segments == 1 ? first.size_in(0, below - 1)
+                           : RunSet::union_size_in(first, listed_members(a * segments + 1, x0_of(1)), 0, below - 1);
+  }
+  return lists;
 }
 
 std::pair<bool, bool> WorkCounter::tile_direct(int32_t q_rank, int64_t i, int32_t kv_rank, int64_t j) {
@@ -433,7 +506,7 @@ void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& coun
 
 void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts) {
   const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
-  const int c = q_rank < kv_rank ? 0 : (q_rank == kv_rank ? 1 : 2);
+  const int c = visibility_case(q_rank, kv_rank);
   // Columns become visible in order, so if the first key block's columns are seen by no query of
   // this rank, no column is.
   if (blocks.empty() || blocks.front().begin[c] == blocks.front().end[c]) return;
@@ -502,12 +575,17 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
     counts.masked_tiles += found.masked;
     pair_presence_[p] = &found;
   }
+  const int c = visibility_case(q_rank, kv_rank);
+  const int64_t first_with_columns = visible_first_[static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)];
   for (const int64_t i : geo_.irregular_q_blocks) {
+    bool listed = false;
     for (int64_t j = 0; j < geo_.k_blocks; ++j) {
       const auto [present, masked] = tile_direct(q_rank, i, kv_rank, j);
       counts.tiles += present ? 1 : 0;
       counts.masked_tiles += masked ? 1 : 0;
+      listed = listed || present;
     }
+    counts.lists += listed && i < first_with_columns ? 1 : 0;  // later blocks are counted with the columns
   }
   for (const int64_t j : geo_.irregular_k_blocks) {
     for (int64_t i = 0; i < geo_.q_blocks; ++i) {
@@ -518,6 +596,7 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
     }
   }
   count_columns(q_rank, kv_rank, counts);
+  counts.lists += count_lists(q_rank, kv_rank, first_with_columns);
   return counts;
 }
 

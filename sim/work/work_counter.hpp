@@ -1,6 +1,6 @@
 // Exact, analytic count of the sparse kernel's work for one head: for every (query rank, K/V chunk)
-// pair of a ring, the tiles, masked tiles, vertical columns and vertical chunks that the index
-// builder (kernels/sparse_index.hpp semantics) produces, without enumerating tiles or tokens.
+// pair of a ring, the tiles, masked tiles, vertical columns, vertical chunks and non-empty lists
+// that the index builder (kernels/sparse_index.hpp semantics) produces, without enumerating tiles or tokens.
 //
 // How: a tile's set of global differences global(q) - global(k) is, for regular blocks, a fixed
 // set D_pair shifted by x0 + mu x shift (sim/work/block_geometry.hpp). The tile is in its tile list
@@ -13,8 +13,15 @@
 // difference arrays: each kept column adds 1 from the first query block that can see it, and is
 // removed again on the query blocks whose tile list covers its key block (the same presence runs
 // shifted by its block). Irregular blocks (partial, straddling) are checked tile by tile.
+// Non-empty lists: a query block without a tile has no covered column, so its list is non-empty
+// iff it has a tile or sees a kept column of the chunk; visibility is monotone in the block, so
+// the lists are the blocks from the first that sees a column, plus the earlier blocks with a tile.
+// Those are the members a whose differences against the whole chunk (BlockGeometry::chunk_pairs)
+// hold a kept offset: F sampled on a progression again, as runs, once per (class, segment, x0);
+// when every key block is regular, the present member offsets of the tiles widened by each key
+// class's members give the same runs for less.
 // Cost per head: O(W^2 x class pairs + W x runs of F + verticals x runs + W^2 x query blocks when
-// there are verticals). Tested against token-level brute force in tests/sim/work_counter_test.cpp
+// there are verticals + W^2 x query classes x runs of the listed members). Tested against token-level brute force in tests/sim/work_counter_test.cpp
 // and against the kernels' index builder in tests/sim/work_counter_index_test.cpp.
 #pragma once
 
@@ -92,8 +99,17 @@ class WorkCounter {
 
   void prepare(const KeptPattern& pattern);
   const RunSet& dilated_slashes(int64_t width);
+  /// Member offsets mu = a - b of `pair` (b in [0, count_b)) whose difference set holds a kept offset.
+  RunSet present_offsets(const ClassPair& pair, int64_t count_b, int64_t x0);
   void compute_presence(const ClassPair& pair, int64_t x0, Presence& out);
   const Presence& presence(size_t pair_index, int64_t x0);
+  /// Query members of chunk pair `chunk_pair_index` with a tile against that segment of the chunk
+  /// (memoized by x0); compute_listed_members computes them, from pair_presence_ (the current
+  /// rank pair's) when every key block is regular.
+  const RunSet& listed_members(size_t chunk_pair_index, int64_t x0);
+  RunSet compute_listed_members(size_t chunk_pair_index, int64_t x0);
+  /// Non-empty lists of the regular query blocks plus every block from `first_with_columns` on.
+  int64_t count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns);
   bool any_slash_in(int64_t lo, int64_t hi) const;
   /// First query block of `q_rank` with a query at or after global position `global`
   /// (q_blocks if none): the first block that may see a column there.
@@ -129,6 +145,10 @@ class WorkCounter {
   std::unordered_map<int64_t, size_t> presence_index_;
   std::deque<Presence> presence_store_;   ///< deque: stable addresses for pair_presence_
   std::vector<Presence> pair_scratch_;    ///< per class pair when not memoizing
+  std::unordered_map<int64_t, size_t> listed_index_;  ///< (x0, chunk pair) -> listed_store_ entry
+  std::deque<RunSet> listed_store_;
+  std::vector<RunSet> listed_scratch_;    ///< per chunk pair when not memoizing
+  std::vector<Interval> listed_scratch_runs_;
   std::vector<int64_t> segment_start_;    ///< [rank][segment] global position of the segment start
   std::vector<const Presence*> pair_presence_;  ///< per class pair, for the current rank pair
   // Kept columns by owner rank.

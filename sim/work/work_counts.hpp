@@ -1,7 +1,9 @@
 // The kernel work of one (query rank, K/V chunk) pair, counted exactly as the index builder lays it
 // out (kernels/sparse_index.hpp): key tiles in the tile lists, how many of them need the in-tile
-// causal mask, vertical columns outside the tiles, and the block_k-column chunks the kernel gathers
-// them in. Also the W x W matrix of these counts for one head or one head group.
+// causal mask, vertical columns outside the tiles, the block_k-column chunks the kernel gathers
+// them in, and the non-empty (head, query block) lists (each costs the kernel one CTA that loads
+// its Q block and merges its output; an empty list returns at once). Also the W x W matrix of
+// these counts for one head or one head group.
 // Tested through tests/sim/work_counter_test.cpp.
 #pragma once
 
@@ -15,12 +17,14 @@ struct WorkCounts {
   int64_t masked_tiles = 0;   ///< of those, tiles with a pair that fails causality (in-tile mask)
   int64_t columns = 0;        ///< vertical columns not covered by a tile, summed over query blocks
   int64_t column_chunks = 0;  ///< sum over query blocks of ceil(columns / block_k)
+  int64_t lists = 0;          ///< (head, query block) lists with at least one tile or column
 
   WorkCounts& operator+=(const WorkCounts& other) {
     tiles += other.tiles;
     masked_tiles += other.masked_tiles;
     columns += other.columns;
     column_chunks += other.column_chunks;
+    lists += other.lists;
     return *this;
   }
   friend bool operator==(const WorkCounts&, const WorkCounts&) = default;

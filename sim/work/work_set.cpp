@@ -22,6 +22,7 @@ void scale(WorkMatrix& m, int64_t factor) {
       c.masked_tiles *= factor;
       c.columns *= factor;
       c.column_chunks *= factor;
+      c.lists *= factor;
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "common/error.hpp"
 
@@ -102,6 +103,53 @@ TEST(BlockGeometryTest, ClassMembersAreOnePeriodApartOnEveryRank) {
           }
         }
         EXPECT_EQ(regular + static_cast<int64_t>(geo.irregular_q_blocks.size()), geo.q_blocks);
+      }
+    }
+  }
+}
+
+TEST(BlockGeometryTest, ChunkPairsHoldTheDifferencesOfEveryMemberAgainstTheWholeSegment) {
+  // For each query class member a on rank q and each segment s of rank kv's chunk, the pair's
+  // items shifted by x0 + a x shift are exactly { global(query) - global(key) } over the block's
+  // queries and the segment's keys.
+  for (const TokenLayout& layout : small_layouts()) {
+    for (int64_t bq : {1, 3, 4, 8}) {
+      const BlockGeometry geo = make_block_geometry(layout, bq, 4);
+      const auto segments = static_cast<int32_t>(geo.segments.size());
+      ASSERT_EQ(geo.chunk_pairs.size(), geo.q_classes.size() * geo.segments.size());
+      for (size_t index = 0; index < geo.chunk_pairs.size(); ++index) {
+        const ClassPair& pair = geo.chunk_pairs[index];
+        const BlockClass& cls = geo.q_classes[static_cast<size_t>(pair.q_class)];
+        ASSERT_EQ(pair.q_class, static_cast<int32_t>(index) / segments);
+        ASSERT_EQ(pair.k_segment, static_cast<int32_t>(index) % segments);
+        ASSERT_EQ(pair.q_segment, cls.segment);
+        const LayoutSegment& keys = geo.segments[static_cast<size_t>(pair.k_segment)];
+        for (int32_t q = 0; q < layout.ranks(); ++q) {
+          for (int32_t kv = 0; kv < layout.ranks(); ++kv) {
+            const int64_t x0 = geo.segment_start_global(q, pair.q_segment) - geo.segment_start_global(kv, pair.k_segment);
+            for (int64_t a = 0; a < cls.members; ++a) {
+              const int64_t block = cls.first_block + a * cls.block_stride;
+              std::set<int64_t> expected;
+              for (int64_t t = block * bq; t < (block + 1) * bq; ++t) {
+                for (int64_t k = keys.local_begin; k < keys.local_end; ++k) {
+                  expected.insert(layout.global_token(q, t) - layout.global_token(kv, k));
+                }
+              }
+              std::set<int64_t> from_items;
+              for (const DifferenceItem& item : pair.items) {
+                for (int64_t m = item.m_lo; m <= item.m_hi; ++m) {
+                  for (int64_t d = item.lo; d <= item.hi; ++d) from_items.insert(d + m * item.stride + x0 + a * geo.period_shift);
+                }
+              }
+              ASSERT_EQ(from_items, expected) << to_string(layout.kind()) << " N=" << layout.seq_len_tokens() << " W="
+                                              << layout.ranks() << " G=" << layout.granularity_tokens() << " bq=" << bq
+                                              << " class " << pair.q_class << " segment " << pair.k_segment << " q=" << q
+                                              << " kv=" << kv << " a=" << a;
+              ASSERT_EQ(pair.min_difference + x0 + a * geo.period_shift, *expected.begin());
+              ASSERT_EQ(pair.max_difference + x0 + a * geo.period_shift, *expected.rbegin());
+            }
+          }
+        }
       }
     }
   }

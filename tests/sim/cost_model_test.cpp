@@ -45,6 +45,17 @@ TEST(CostModelTest, CalibratedKernelTime) {
   EXPECT_EQ(kernel_time_ns(m.forward, work, 16), 15200);   // 5 + 1000 x 0.01 + 10 x 0.02 us
   EXPECT_EQ(kernel_time_ns(m.backward, work, 16), 32500);  // 7 + 25 + 0.5 us
   EXPECT_EQ(kernel_time_ns(m.forward, WorkCounts{}, 16), 0) << "no work: no launch";
+  work.lists = 500;
+  EXPECT_EQ(kernel_time_ns(m.forward, work, 16), 15200) << "the calibration has no per-list cost";
+}
+
+TEST(CostModelTest, PerListCostIsChargedPerNonEmptyList) {
+  const KernelCoefficients c{.launch_us = 8.0, .per_list_us = 0.03, .per_tile_us = 0.01, .per_vertical_chunk_us = 0.02};
+  WorkCounts work{.tiles = 1000, .column_chunks = 10, .lists = 700};
+  EXPECT_EQ(kernel_time_ns(c, work, 16), 8000 + 21000 + 10000 + 200);  // 8 + 700 x 0.03 + 1000 x 0.01 + 10 x 0.02 us
+  work.lists = 0;
+  EXPECT_EQ(kernel_time_ns(c, work, 16), 8000 + 10000 + 200);
+  EXPECT_EQ(kernel_time_ns(c, WorkCounts{}, 16), 0) << "no list, no tile, no chunk: no launch";
 }
 
 TEST(CostModelTest, CalibrationRescaledToOtherBlocks) {
@@ -65,6 +76,9 @@ TEST(CostModelTest, RooflineKernelTime) {
   EXPECT_FALSE(m.calibrated);
   ASSERT_FALSE(m.notes.empty());
   EXPECT_NE(m.notes[0].find("uncalibrated"), std::string::npos);
+  EXPECT_EQ(m.forward.per_list_us, 0.0);
+  EXPECT_EQ(m.backward.per_list_us, 0.0);
+  EXPECT_NE(m.notes[0].find("no cost per (head, query block) list"), std::string::npos) << m.notes[0];
   // A tile: 4 x 64 x 64 x 128 = 2097152 FLOP at 500 TFLOP/s = 4.194304 ns.
   WorkCounts work;
   work.tiles = 1000;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -97,6 +98,16 @@ TEST(RunSetTest, SampleWindowHitsAndUnite) {
     const RunSet u = RunSet::unite(a, b);
     expect_canonical(u);
     EXPECT_EQ(elements(u), both);
+
+    // Counts inside a range, of one set and of the union, against the enumerated sets.
+    const int64_t range_lo = small(rng) * 4;
+    const int64_t range_hi = range_lo + static_cast<int64_t>(rng() % 50) - 5;
+    const auto count_in = [&](const std::set<int64_t>& set) {
+      return static_cast<int64_t>(std::count_if(set.begin(), set.end(), [&](int64_t x) { return x >= range_lo && x <= range_hi; }));
+    };
+    EXPECT_EQ(a.size_in(range_lo, range_hi), count_in(ea)) << "[" << range_lo << ", " << range_hi << "]";
+    EXPECT_EQ(RunSet::union_size_in(a, b, range_lo, range_hi), count_in(both)) << "[" << range_lo << ", " << range_hi << "]";
+    EXPECT_EQ(RunSet::union_size_in(b, RunSet{}, range_lo, range_hi), count_in(eb));
   }
 }
 

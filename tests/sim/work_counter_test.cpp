@@ -1,6 +1,7 @@
 // The analytic work counter equals token-level brute force (tests/sim/work_oracle.hpp) on fresh
 // random patterns for every layout, stripe granularity, ring pair, block shape (including
-// partial blocks and blocks straddling zigzag halves), and on hand-derived closed forms.
+// partial blocks and blocks straddling zigzag halves), on patterns that leave lists empty
+// (nothing kept, columns only, slashes only) and dense heads, and on hand-derived closed forms.
 #include "sim/work/work_counter.hpp"
 
 #include <gtest/gtest.h>
@@ -48,29 +49,65 @@ void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t b
       ASSERT_EQ(a.masked_tiles, b.masked_tiles) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
       ASSERT_EQ(a.columns, b.columns) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
       ASSERT_EQ(a.column_chunks, b.column_chunks) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.lists, b.lists) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
     }
   }
+}
+
+/// A random small layout (every kind, rings of 1 to 5, stripes of 1 to 16 tokens) of at most
+/// about 160 tokens, so the token-level brute force stays cheap.
+TokenLayout random_small_layout(std::mt19937_64& rng) {
+  const int32_t w = 1 + static_cast<int32_t>(rng() % 5);
+  const auto kind = static_cast<LayoutKind>(rng() % 3);
+  int64_t g = 0;
+  int64_t unit = kind == LayoutKind::zigzag ? 2 * w : w;
+  if (kind == LayoutKind::striped) {
+    const int64_t gs[] = {1, 2, 3, 4, 6, 8, 16};
+    g = gs[rng() % 7];
+    unit = g * w;
+  }
+  const int64_t n = unit * (1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, 160 / unit))));
+  return make_token_layout(kind, n, w, g);
 }
 
 TEST(WorkCounterTest, MatchesBruteForceOnRandomLayoutsAndPatterns) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const int64_t blocks[] = {1, 2, 3, 4, 5, 8, 16};
   for (int trial = 0; trial < 400; ++trial) {
-    const int32_t w = 1 + static_cast<int32_t>(rng() % 5);
-    const auto kind = static_cast<LayoutKind>(rng() % 3);
-    int64_t g = 0;
-    int64_t unit = kind == LayoutKind::zigzag ? 2 * w : w;
-    if (kind == LayoutKind::striped) {
-      const int64_t gs[] = {1, 2, 3, 4, 6, 8, 16};
-      g = gs[rng() % 7];
-      unit = g * w;
-    }
-    const int64_t n = unit * (1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, 160 / unit))));
-    const TokenLayout layout = make_token_layout(kind, n, w, g);
+    const TokenLayout layout = random_small_layout(rng);
     const int64_t bq = blocks[rng() % 7];
     const int64_t bk = blocks[rng() % 7];
-    expect_matches_brute_force(layout, bq, bk, random_pattern(rng, n));
+    expect_matches_brute_force(layout, bq, bk, random_pattern(rng, layout.seq_len_tokens()));
     if (HasFatalFailure()) return;
+  }
+}
+
+TEST(WorkCounterTest, MatchesBruteForceOnPatternsThatLeaveListsEmpty) {
+  // Few kept items leave most (query block, chunk) lists empty, each kind in its own way; a dense
+  // head lists every block with a causal pair.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  const int64_t blocks[] = {1, 2, 3, 4, 5, 8, 16};
+  for (int trial = 0; trial < 150; ++trial) {
+    const TokenLayout layout = random_small_layout(rng);
+    const int64_t n = layout.seq_len_tokens();
+    const int64_t bq = blocks[rng() % 7];
+    const int64_t bk = blocks[rng() % 7];
+    std::uniform_int_distribution<int64_t> any(0, n - 1);
+    KeptPattern nothing;  // offset 0 only
+    KeptPattern columns_only;
+    KeptPattern slashes_only;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) columns_only.vertical_positions.push_back(any(rng));
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) slashes_only.slash_offsets.push_back(any(rng));
+    for (const KeptPattern* pattern : {&nothing, &columns_only, &slashes_only}) {
+      expect_matches_brute_force(layout, bq, bk, *pattern);
+      if (HasFatalFailure()) return;
+    }
+    KeptPattern every_offset;
+    for (int64_t d = 0; d < n; ++d) every_offset.slash_offsets.push_back(d);
+    WorkMatrix dense;
+    WorkCounter(make_block_geometry(layout, bq, bk)).count_dense_head(dense);
+    EXPECT_EQ(dense, testing::brute_force_work(layout, bq, bk, every_offset)) << describe(layout, bq, bk);
+    if (HasFailure()) return;
   }
 }
 
@@ -111,11 +148,14 @@ TEST(WorkCounterTest, DenseCausalClosedForm) {
       if (src == r) {
         EXPECT_EQ(c.tiles, nb * (nb + 1) / 2);
         EXPECT_EQ(c.masked_tiles, nb);
+        EXPECT_EQ(c.lists, nb);
       } else if (src < r) {
         EXPECT_EQ(c.tiles, nb * nb);
         EXPECT_EQ(c.masked_tiles, 0);
+        EXPECT_EQ(c.lists, nb);
       } else {
         EXPECT_EQ(c.tiles, 0);
+        EXPECT_EQ(c.lists, 0);
       }
     }
   }
@@ -142,8 +182,34 @@ TEST(WorkCounterTest, StripedBlockDiagonalIdentity) {
       if (s == 0) expected = nb;  // the diagonal (offset 0 is always kept)
       if (s == 1 || s == 2) expected = (r >= s) ? nb - 1 : nb - 2;
       EXPECT_EQ(work.at(r, src).tiles, expected) << "r=" << r << " s=" << s;
+      // One tile per listed query block: the diagonal lists every block; a block diagonal m
+      // lists the nb - m blocks i >= m.
+      EXPECT_EQ(work.at(r, src).lists, expected) << "r=" << r << " s=" << s;
     }
   }
+}
+
+TEST(WorkCounterTest, ListsOfOneFarSlashAndOneColumnByHand) {
+  // One rank of 4 blocks of 8 tokens (positions 0..31). Slash offset 17 reaches from query block
+  // i to key blocks i - 2 and i - 3 (17 = 2 x 8 + 1), so blocks 2 and 3 list tiles there; the
+  // diagonal lists every block anyway. Two ranks instead: the rank-1 queries (16..31) against the
+  // rank-0 chunk (0..15) meet offset 17 from block 0 (16..23: keys 0..6) and block 1 (24..31:
+  // keys 7..14), and the column at key 3 is seen by both; rank 0 never sees rank 1's chunk.
+  KeptPattern far;
+  far.slash_offsets = {17};
+  const WorkMatrix one = count_head_work(make_block_geometry(make_token_layout(LayoutKind::contiguous, 32, 1), 8, 8), far);
+  EXPECT_EQ(one.at(0, 0).lists, 4);
+  const WorkMatrix two = count_head_work(make_block_geometry(make_token_layout(LayoutKind::contiguous, 32, 2), 8, 8), far);
+  EXPECT_EQ(two.at(1, 0).lists, 2);
+  EXPECT_EQ(two.at(0, 1).lists, 0);
+  EXPECT_EQ(two.at(0, 0).lists, 2);
+  KeptPattern column;
+  column.vertical_positions = {3};
+  const WorkMatrix seen = count_head_work(make_block_geometry(make_token_layout(LayoutKind::contiguous, 32, 2), 8, 8), column);
+  EXPECT_EQ(seen.at(1, 0).lists, 2) << "both query blocks of rank 1 see key 3 and list no tile of rank 0";
+  EXPECT_EQ(seen.at(0, 0).lists, 2) << "the diagonal";
+  EXPECT_EQ(seen.at(1, 1).lists, 2) << "the diagonal";
+  EXPECT_EQ(seen.at(0, 1).lists, 0);
 }
 
 TEST(WorkCounterTest, VerticalChunksRoundUpPerQueryBlock) {
@@ -159,6 +225,7 @@ TEST(WorkCounterTest, VerticalChunksRoundUpPerQueryBlock) {
   EXPECT_EQ(c.masked_tiles, 4);
   EXPECT_EQ(c.columns, 0 + 8 + 10 + 10);
   EXPECT_EQ(c.column_chunks, 0 + 1 + 2 + 2);
+  EXPECT_EQ(c.lists, 4);
 }
 
 TEST(WorkCounterTest, NormalizeSortsDeduplicatesAndAddsOffsetZero) {

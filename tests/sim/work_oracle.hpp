@@ -31,6 +31,7 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
       WorkCounts& cell = out.at(r, src);
       for (int64_t i = 0; i < q_blocks; ++i) {
         const int64_t q_end = std::min(len, (i + 1) * block_q);
+        bool any_tile = false;
         for (int64_t j = 0; j < k_blocks; ++j) {
           const int64_t k_end = std::min(len, (j + 1) * block_k);
           bool hit = false;
@@ -44,6 +45,7 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
           }
           present[static_cast<size_t>(j)] = hit ? 1 : 0;
           cell.tiles += hit ? 1 : 0;
+          any_tile = any_tile || hit;
           cell.masked_tiles += (hit && !unmasked) ? 1 : 0;
         }
         int64_t columns = 0;
@@ -56,6 +58,7 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
         }
         cell.columns += columns;
         cell.column_chunks += (columns + block_k - 1) / block_k;
+        cell.lists += (any_tile || columns > 0) ? 1 : 0;
       }
     }
   }

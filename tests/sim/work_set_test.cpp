@@ -31,6 +31,7 @@ TEST(WorkSetTest, GroupsSumTheirHeads) {
         for (int32_t kv = 0; kv < 4; ++kv) {
           EXPECT_EQ(set.at(l, g).at(q, kv).tiles, 3 * expected.at(q, kv).tiles);
           EXPECT_EQ(set.at(l, g).at(q, kv).column_chunks, 3 * expected.at(q, kv).column_chunks);
+          EXPECT_EQ(set.at(l, g).at(q, kv).lists, 3 * expected.at(q, kv).lists);
         }
       }
     }

@@ -102,6 +102,7 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
                 << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " b=" << block
                 << " cell " << q << "," << kv << " dense " << dense;
             ASSERT_GE(b.column_chunks, 0);
+            ASSERT_LE(b.lists, e.lists) << "a list bound above the exact count would charge lists never run";
             if (exact_tiles) {
               ASSERT_EQ(b.tiles, e.tiles) << to_string(layout.kind()) << " G=" << layout.granularity_tokens();
             }

@@ -1,7 +1,8 @@
 // A lower bound of the sparse kernel's work matrix (sim/work/work_counts.hpp) of a group of
 // heads, far cheaper than the exact count, for the tuner's pruning: every cell (q rank, K/V rank)
-// gets tiles <= the exact tiles and column_chunks <= the exact chunks (masked_tiles and columns
-// are left 0). The kernel semantics are those of kernels/sparse_index.hpp.
+// gets tiles <= the exact tiles and column_chunks <= the exact chunks (masked_tiles, columns and
+// lists are left 0, so the per-list kernel cost is bounded by 0). The kernel semantics are those
+// of kernels/sparse_index.hpp.
 //
 // Tiles. When every local block is one global block-aligned block ("aligned": contiguous with
 // b | N/W, zigzag with b | N/2W, striped with b | G), tile (global q block I, key block J) is listed

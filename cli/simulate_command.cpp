@@ -21,7 +21,9 @@
 #include "common/memory_budget.hpp"
 #include "common/output_bundle.hpp"
 #include "common/text_safety.hpp"
+#include "core/kernel_build.hpp"
 #include "sim/config/plan_config.hpp"
+#include "sim/cost/calibration_status.hpp"
 #include "sim/output/result_json.hpp"
 #include "sim/output/summary_table.hpp"
 #include "sim/output/timeline_json.hpp"
@@ -58,6 +60,8 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
   require(o.timeline_events >= 0, "--timeline-events must be >= 0, got ", o.timeline_events);
   require(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   const LoadedPlan loaded = load_plan_with_inputs(o.plan_path);
+  const CalibrationStatus calibration = kernel_build_status(loaded.cluster.gpu_config, this_kernel_build());
+  if (calibration.stale) std::cerr << escape_for_terminal(stale_calibration_warning(calibration)) << "\n";
   std::filesystem::path trace_path = o.trace_path.empty() ? loaded.plan.trace_path : std::filesystem::path(o.trace_path);
   SimulationOptions options;
   options.trace_sample = o.sample;

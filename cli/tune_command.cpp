@@ -10,6 +10,7 @@
 // tests/cli/hostile_output_cli_test.cpp.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,12 +29,15 @@
 #include "common/output_bundle.hpp"
 #include "common/table.hpp"
 #include "common/text_safety.hpp"
+#include "core/kernel_build.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
+#include "sim/cost/calibration_status.hpp"
 #include "sparsering/version.hpp"
 #include "traces/safetensors_trace.hpp"
 #include "traces/token_count.hpp"
+#include "tuner/search/calibrated_blocks.hpp"
 #include "tuner/search/file_digest.hpp"
 #include "tuner/search/model_error.hpp"
 #include "tuner/search/plan_search.hpp"
@@ -69,6 +73,7 @@ struct TuneOptions {
   std::vector<std::string> recomputes = {"none", "selective", "full"};
   std::vector<int64_t> zero_stages = {0, 1, 2, 3};
   bool brute_force = false;
+  bool allow_extrapolated_shapes = false;
   double tie_band = -1.0;  // < 0: the median of --model-error
   std::string model_error = "configs/model_error.yaml";
 };
@@ -99,9 +104,9 @@ std::string reference_from(const fs::path& plan_file, const fs::path& target) {
   return rel.empty() ? fs::absolute(target).lexically_normal().string() : rel.string();
 }
 
-SearchSpaceOptions space_options(const TuneOptions& o) {
+SearchSpaceOptions space_options(const TuneOptions& o, const BlockChoice& blocks) {
   SearchSpaceOptions s;
-  s.block_sizes = o.blocks;
+  s.block_sizes = blocks.searched;
   s.stripe_shifts.clear();
   for (const double g : o.granularities) {
     const double shift = std::log2(g);
@@ -144,6 +149,13 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   const ClusterConfig cluster = load_cluster(cluster_path);
   require(seq_len % 64 == 0, "--seq-len ", seq_len, " is not a multiple of 64 tokens, the smallest kernel block; ",
           "every layout needs whole blocks");
+  const BlockChoice blocks =
+      choose_calibrated_blocks(cluster.gpu_config, model.head_dim, o.blocks, o.allow_extrapolated_shapes);
+  const CalibrationStatus calibration = kernel_build_status(cluster.gpu_config, this_kernel_build());
+  if (calibration.stale) std::cerr << escape_for_terminal(stale_calibration_warning(calibration)) << "\n";
+  const auto extrapolated = [&blocks](int64_t block) {
+    return std::find(blocks.extrapolated.begin(), blocks.extrapolated.end(), block) != blocks.extrapolated.end();
+  };
 
   // Check the outputs before the search, so a refusal costs nothing.
   std::vector<fs::path> outputs;
@@ -199,7 +211,7 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
     const double fraction = p.candidates > 0 ? static_cast<double>(p.settled) / static_cast<double>(p.candidates) : 0.0;
     bar.update(fraction, str(p.simulated, " simulated, ", p.work_sets, " work sets"));
   };
-  const SearchResult result = search_plans(model, cluster, trace, seq_len, space_options(o), tmpl, options);
+  const SearchResult result = search_plans(model, cluster, trace, seq_len, space_options(o, blocks), tmpl, options);
   bar.finish();
 
   // Outputs: plans referencing their inputs relative to where they are written.
@@ -285,10 +297,21 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                         {"worker_imbalance", f.worker_imbalance},
                         {"step_imbalance", f.step_imbalance},
                         {"peak_memory_gib", f.peak_memory_gib},
-                        {"tie_group", r.tie_group}});
+                        {"tie_group", r.tie_group},
+                        {"extrapolated", extrapolated(result.space.geometry_of(result.space.candidates[static_cast<size_t>(r.candidate)]).block)}});
     }
     out["ranked"] = ranked;
-    out["notes"] = result.ranked.front().notes;
+    nlohmann::json notes = result.ranked.front().notes;
+    if (!blocks.note.empty()) notes.push_back(blocks.note);
+    out["notes"] = notes;
+    nlohmann::json calibration_json = {{"source", calibration.source},
+                                       {"this_kernel_build", calibration.this_kernel_build},
+                                       {"stale", calibration.stale},
+                                       {"searched_blocks", blocks.searched},
+                                       {"extrapolated_blocks", blocks.extrapolated},
+                                       {"left_out_blocks", blocks.left_out}};
+    if (calibration.measured()) calibration_json["kernel_build"] = calibration.kernel_build;
+    out["calibration"] = calibration_json;
     nlohmann::json files = nlohmann::json::array();
     for (const fs::path& path : outputs) files.push_back(path.string());
     out["outputs"] = files;
@@ -318,13 +341,14 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                        result.space.geometry_of(c).layout.kind() == LayoutKind::striped
                            ? (c.shuffle == LayoutShuffleMode::loader ? " loader" : "")
                            : ""),
-                   std::to_string(result.space.geometry_of(c).block),
+                   str(result.space.geometry_of(c).block, extrapolated(result.space.geometry_of(c).block) ? " extrapolated" : ""),
                    std::string(to_string(c.comm)), std::string(to_string(c.recompute)), std::to_string(c.zero_stage)});
   }
   table.print(std::cout);
   std::cout << "\nwhy: " << escape_for_terminal(result.explanation, true) << "\n";
   if (!result.tie_note.empty()) std::cout << "ties: " << escape_for_terminal(result.tie_note, true) << "\n";
   for (const std::string& note : result.ranked.front().notes) std::cout << "note: " << escape_for_terminal(note, true) << "\n";
+  if (!blocks.note.empty()) std::cout << "note: " << escape_for_terminal(blocks.note, true) << "\n";
   if (!outputs.empty()) {
     std::cout << "\nwrote " << escape_for_terminal(outputs.front().string());
     if (outputs.size() > 1) {
@@ -363,7 +387,7 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--sample", o->sample, "Trace sample whose patterns are used")->capture_default_str();
   cmd->add_option("--recall", o->recall, "Top-p recall of the kept sparse pattern")->capture_default_str();
-  cmd->add_option("--blocks", o->blocks, "Kernel block sizes to try (block_q = block_k)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--blocks", o->blocks, "Kernel block sizes to try (block_q = block_k); a calibrated GPU searches the calibrated ones only")->delimiter(',')->capture_default_str();
   cmd->add_option("--granularities", o->granularities, "Stripe sizes to try, as multiples of the block (powers of two)")
       ->delimiter(',')
       ->capture_default_str();
@@ -391,6 +415,9 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global) {
                   "error of --model-error)");
   cmd->add_option("--model-error", o->model_error, "The model's validated error (YAML)")->capture_default_str();
   cmd->add_flag("--brute-force", o->brute_force, "Simulate every candidate without pruning (slow; for checking)");
+  cmd->add_flag("--allow-extrapolated-shapes", o->allow_extrapolated_shapes,
+                "Also search block sizes whose kernel shape the GPU's calibration does not list, on costs extrapolated "
+                "from a calibrated shape (marked \"extrapolated\" in the ranking); by default they are left out");
   cmd->callback([o, &global] { run_tune(*o, global); });
 }
 

@@ -28,6 +28,7 @@
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/gpu_config.hpp"
 #include "sim/config/link_calibration.hpp"
+#include "core/kernel_build.hpp"
 #include "sim/cost/kernel_cost.hpp"
 #include "sparsering/version.hpp"
 
@@ -45,9 +46,9 @@ struct CalibrateOptions {
   std::vector<int> devices;
   int repeats = 5;
   double gemm_efficiency = 0.0;
-  int32_t block_q = 64;
-  int32_t block_k = 64;
-  int32_t head_dim = 128;
+  std::string shapes;  // empty: default_calibration_shapes()
+  int64_t folds = 5;
+  uint64_t fold_seed = 1;
 };
 
 std::string utc_now() {
@@ -67,6 +68,9 @@ void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
   require(o.repeats >= 1 && o.repeats <= 1000, "--repeats must be in [1, 1000], got ", o.repeats);
   require(o.gemm_efficiency >= 0.0 && o.gemm_efficiency <= 1.0, "--gemm-efficiency must be in (0, 1], got ", o.gemm_efficiency);
   require(!o.link_only || !o.cluster_path.empty(), "--link-only needs --cluster");
+  require(o.folds >= 2 && o.folds <= 100, "--folds must be in [2, 100], got ", o.folds);
+  const std::vector<KernelShape> shapes =
+      o.shapes.empty() ? default_calibration_shapes() : parse_kernel_shapes(o.shapes, "--shapes");
   const std::filesystem::path gpu_path(o.gpu_path);
   const std::string gpu_text = read_file(gpu_path);
   const GpuConfig gpu = parse_gpu(gpu_text, gpu_path.string());
@@ -116,10 +120,10 @@ void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
           " describes \"", gpu.device_name, "\" (--force calibrates it anyway)");
 
   CalibrationRun run;
+  run.fit_options = FitOptions{o.folds, o.fold_seed};
   GpuCalibration& cal = run.calibration;
-  cal.block_q = o.block_q;
-  cal.block_k = o.block_k;
-  cal.head_dim = o.head_dim;
+  cal.source = CalibrationSource::measured;
+  cal.kernel_build = std::string(this_kernel_build());
   cal.provenance.gpu = info.name;
   cal.provenance.driver = info.driver;
   cal.provenance.cuda = info.cuda;
@@ -132,30 +136,19 @@ void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
   };
 
   if (!o.link_only) {
-    say(global, str("calibrate: kernel benchmarks on ", info.name, " (", info.sm_count, " SMs)"));
+    std::string shape_list;
+    for (const KernelShape& shape : shapes) shape_list += str(shape_list.empty() ? "" : ",", to_string(shape));
+    say(global, str("calibrate: kernel benchmarks on ", info.name, " (", info.sm_count, " SMs), shapes ", shape_list));
     KernelBenchOptions bench;
     bench.device = devices.front();
-    bench.block_q = o.block_q;
-    bench.block_k = o.block_k;
-    bench.head_dim = o.head_dim;
     bench.repeats = o.repeats;
     bench.banded = o.banded;
-    run.kernels = run_kernel_benchmarks(default_kernel_cases(o.quick, o.block_k), bench, progress);
-    const DirectionFits forward = fit_kernel_measurements(run.kernels, "forward");
-    const DirectionFits backward = fit_kernel_measurements(run.kernels, "backward");
-    run.forward_fit = forward.fit;
-    run.forward_under_filled = forward.under;
-    run.forward_list_fit = forward.list_fit;
-    run.forward_list_under_filled = forward.list_under;
-    run.backward_fit = backward.fit;
-    run.backward_under_filled = backward.under;
-    run.backward_list_fit = backward.list_fit;
-    run.backward_list_under_filled = backward.list_under;
-    cal.forward = run.forward_fit.coefficients;
-    cal.backward = run.backward_fit.coefficients;
-    cal.fit_samples = run.forward_fit.samples + run.backward_fit.samples;
-    cal.fit_max_relative_error =
-        round_significant(std::max(run.forward_fit.max_relative_error, run.backward_fit.max_relative_error), 3);
+    run.kernels = run_kernel_benchmarks(default_kernel_cases(o.quick, shapes), bench, progress);
+    // The measurements first: if the fit fails they are kept for a refit.
+    std::filesystem::create_directories(out_dir);
+    write_file_atomically(kernels_csv, kernel_measurements_csv(run.kernels), global.force);
+    run.fits = fit_kernel_measurements(run.kernels, run.fit_options);
+    for (const ShapeFit& fit : run.fits) cal.shapes.push_back(calibrated_shape(fit));
     if (o.gemm_efficiency > 0.0) {
       cal.gemm_efficiency = o.gemm_efficiency;
     } else if (gpu.calibrated()) {
@@ -189,10 +182,11 @@ void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
     }
   }
 
-  // Raw data first: if a config cannot be written, the measurements are still kept.
+  // Raw data first: if a config cannot be written, the measurements are still kept. The kernel
+  // CSV written before the fit is replaced by the one with the fitted predictions.
   std::filesystem::create_directories(out_dir);
   write_file_atomically(json_path, calibration_json(run), global.force);
-  write_file_atomically(kernels_csv, kernel_measurements_csv(run.kernels), global.force);
+  write_file_atomically(kernels_csv, kernel_measurements_csv(run.kernels), true);
   write_file_atomically(hops_csv, hop_measurements_csv(run.hops), global.force);
   if (!o.link_only) {
     write_file_atomically(gpu_path, set_gpu_calibration(gpu_text, cal, gpu_path.string()), true);
@@ -236,10 +230,11 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--repeats", options->repeats, "Timed repeats per measurement (median)")->capture_default_str();
   cmd->add_option("--gemm-efficiency", options->gemm_efficiency,
                   "Measured dense GEMM efficiency (achieved / peak bf16) to record; default: keep the previous value");
-  cmd->add_option("--block-q", options->block_q, "Query block of the benchmarked kernels")->capture_default_str();
-  cmd->add_option("--block-k", options->block_k, "Key tile of the benchmarked kernels")->capture_default_str();
-  cmd->add_option("--head-dim", options->head_dim, "Head dimension of the benchmarked kernels (64 or 128)")
-      ->capture_default_str();
+  cmd->add_option("--shapes", options->shapes,
+                  "Kernel shapes to calibrate, block_qxblock_kxhead_dim, comma-separated (default: 64x64x128,128x128x128, "
+                  "the tuner's block sizes at the shipped models' head dim)");
+  cmd->add_option("--folds", options->folds, "Folds of the held-out error (split by benchmark case)")->capture_default_str();
+  cmd->add_option("--fold-seed", options->fold_seed, "Seed that deals the benchmark cases into folds")->capture_default_str();
   cmd->callback([options, &global] { run_calibrate(*options, global); });
 }
 

@@ -20,6 +20,7 @@
 #include "cli/gpu/gpu_commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "core/kernel_build.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "measure/replay/replay_compute_matrix.hpp"
 #include "kernels/nccl/ring_attention_layer.hpp"
@@ -28,6 +29,7 @@
 #include "measure/validation/validation_json.hpp"
 #include "measure/validation/validation_problem.hpp"
 #include "measure/validation/validation_table.hpp"
+#include "sim/cost/calibration_status.hpp"
 #include "sim/step/simulation.hpp"
 #include "sparsering/version.hpp"
 #include "traces/safetensors_trace.hpp"
@@ -102,6 +104,8 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
     check_plan_against(loaded.plan, loaded.model, loaded.cluster);
   }
   const PlanConfig& plan = loaded.plan;
+  const CalibrationStatus calibration = kernel_build_status(loaded.cluster.gpu_config, this_kernel_build());
+  if (calibration.stale) std::cerr << stale_calibration_warning(calibration) << "; this comparison is not meaningful\n";
 
   // Check the outputs before any long work, so a refusal costs nothing.
   std::filesystem::path json_path;

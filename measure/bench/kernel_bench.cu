@@ -92,8 +92,9 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
   for (const KernelBenchCase& c : cases) {
     require(c.q_heads >= 1 && c.kv_heads >= 1 && c.q_heads % c.kv_heads == 0, "kernel case with ", c.q_heads,
             " query heads and ", c.kv_heads, " KV heads");
-    q_elems = std::max(q_elems, static_cast<size_t>(c.q_heads) * static_cast<size_t>(c.local_tokens) * static_cast<size_t>(options.head_dim));
-    kv_elems = std::max(kv_elems, static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.local_tokens) * static_cast<size_t>(options.head_dim));
+    const auto head_dim = static_cast<size_t>(c.shape.head_dim);
+    q_elems = std::max(q_elems, static_cast<size_t>(c.q_heads) * static_cast<size_t>(c.local_tokens) * head_dim);
+    kv_elems = std::max(kv_elems, static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.local_tokens) * head_dim);
     rows = std::max(rows, static_cast<size_t>(c.q_heads) * static_cast<size_t>(c.local_tokens));
   }
   std::vector<KernelMeasurement> results;
@@ -115,8 +116,8 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     spec.rows = c.q_heads;
     spec.q_len_tokens = c.local_tokens;
     spec.kv_len_tokens = c.local_tokens;
-    spec.block_q = options.block_q;
-    spec.block_k = options.block_k;
+    spec.block_q = static_cast<int32_t>(c.shape.block_q);
+    spec.block_k = static_cast<int32_t>(c.shape.block_k);
     spec.tiles_per_list = c.tiles_per_list;
     spec.chunks_per_list = c.chunks_per_list;
     spec.seed = options.seed + n;
@@ -128,7 +129,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     shape.batch = 1;
     shape.q_heads = c.q_heads;
     shape.kv_heads = c.kv_heads;
-    shape.head_dim = options.head_dim;
+    shape.head_dim = static_cast<int32_t>(c.shape.head_dim);
     shape.q_len = c.local_tokens;
     shape.kv_len = c.local_tokens;
     // An off-diagonal step: the queries' chunk (rank 1) lies wholly after the held keys (rank 0).
@@ -136,7 +137,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     position.layout = make_token_layout(LayoutKind::contiguous, 2 * c.local_tokens, 2);
     position.q_rank = 1;
     position.kv_rank = 0;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(options.head_dim));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.shape.head_dim));
 
     SparseAttnFwdParams fwd;
     fwd.shape = shape;
@@ -182,9 +183,9 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     m.q_heads = c.q_heads;
     m.kv_heads = c.kv_heads;
     m.local_tokens = c.local_tokens;
-    m.block_q = options.block_q;
-    m.block_k = options.block_k;
-    m.head_dim = options.head_dim;
+    m.block_q = spec.block_q;
+    m.block_k = spec.block_k;
+    m.head_dim = shape.head_dim;
     m.tiles_per_list = c.tiles_per_list;
     m.chunks_per_list = c.chunks_per_list;
     m.placement = options.banded ? "banded" : "random";
@@ -194,10 +195,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     m.repeats = options.repeats;
     for (const auto& [name, timing] : {std::pair<const char*, GpuTiming>{"forward", forward}, {"backward", backward}}) {
       m.direction = name;
-      m.under_filled = options.under_filled_ctas > 0
-                           ? (m.direction == "forward" ? m.lists : int64_t{c.kv_heads} * ((c.local_tokens + 63) / 64)) <
-                                 options.under_filled_ctas
-                           : launch_under_filled(m, prop.multiProcessorCount);
+      m.under_filled = launch_under_filled(m, prop.multiProcessorCount);
       m.median_us = timing.median_us;
       m.min_us = timing.min_us;
       m.max_us = timing.max_us;
@@ -206,7 +204,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     if (progress) {
       std::ostringstream line;
       line.precision(4);
-      line << "kernel case " << (n + 1) << "/" << cases.size() << ": heads " << c.q_heads << "/" << c.kv_heads << ", "
+      line << "kernel case " << (n + 1) << "/" << cases.size() << ": " << to_string(c.shape) << ", heads " << c.q_heads << "/" << c.kv_heads << ", "
            << c.local_tokens << " tokens, " << c.tiles_per_list << " tiles + " << c.chunks_per_list
            << " chunks per list: fwd " << forward.median_us << " us, bwd " << backward.median_us << " us";
       progress(line.str());

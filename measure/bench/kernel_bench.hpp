@@ -19,21 +19,15 @@ namespace sparsering {
 
 struct KernelBenchOptions {
   int device = 0;
-  int32_t block_q = 64;
-  int32_t block_k = 64;
-  int32_t head_dim = 128;
   int warmup = 1;
   int repeats = 5;
   uint64_t seed = 1;
   bool banded = false;  ///< banded synthetic indices (synthetic_index.hpp) instead of random ones
-  /// CTAs below which a launch counts as under-filled (fewer than two full waves): forward CTAs
-  /// are lists (heads x query blocks), backward the key-block pass's KV heads x key blocks.
-  /// 0 = 2 waves of 2 CTAs per SM = 4 x SMs.
-  int64_t under_filled_ctas = 0;
 };
 
-/// Runs every case forward and backward on `options.device`; returns two measurements per case
-/// (forward first). `progress`, when set, is called after each case with a one-line summary.
+/// Runs every case, at its kernel shape, forward and backward on `options.device`; returns two
+/// measurements per case (forward first), each flagged under-filled by launch_under_filled
+/// (measure/calibration/kernel_calibration.hpp) for this GPU's SM count. `progress`, when set, is called after each case with a one-line summary.
 /// Throws CudaError on a CUDA failure, InputError for a case the kernels cannot run.
 std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBenchCase>& cases,
                                                      const KernelBenchOptions& options,

@@ -4,27 +4,55 @@
 #include <nlohmann/json.hpp>
 
 #include <sstream>
+#include <utility>
 
+#include "common/error.hpp"
 #include "common/table.hpp"
 
 namespace sparsering {
 namespace {
 
 nlohmann::json coefficients_json(const KernelCostCoefficients& c) {
-  return {{"launch_us", c.launch_us}, {"per_tile_us", c.per_tile_us}, {"per_vertical_chunk_us", c.per_vertical_chunk_us}};
+  return {{"launch_us", c.launch_us},
+          {"per_list_us", c.per_list_us},
+          {"per_tile_us", c.per_tile_us},
+          {"per_vertical_chunk_us", c.per_vertical_chunk_us}};
 }
 
-nlohmann::json fit_json(const KernelFit& fit) {
-  nlohmann::json coefficients = coefficients_json(fit.coefficients);
-  coefficients["per_list_us"] = fit.per_list_us;
-  return {{"coefficients", coefficients},
-          {"samples", fit.samples},
-          {"max_relative_error", fit.max_relative_error},
+nlohmann::json residuals_json(const std::vector<ResidualGroup>& groups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ResidualGroup& g : groups) {
+    out.push_back({{"value", g.value}, {"samples", g.samples}, {"median_signed_error", g.median_signed_error}});
+  }
+  return out;
+}
+
+nlohmann::json errors_json(const KernelFit& fit) {
+  return {{"samples", fit.samples},
           {"median_relative_error", fit.median_relative_error},
+          {"max_relative_error", fit.max_relative_error},
           {"r_squared", fit.r_squared}};
 }
 
+nlohmann::json direction_json(const DirectionFit& d) {
+  return {{"coefficients", coefficients_json(d.fit.coefficients)},
+          {"fit", errors_json(d.fit)},
+          {"heldout",
+           {{"folds", d.heldout.folds},
+            {"seed", d.heldout.seed},
+            {"median_relative_error", d.heldout.median_relative_error},
+            {"max_relative_error", d.heldout.max_relative_error}}},
+          {"under_filled", errors_json(d.under)},
+          {"residuals_by_local_tokens", residuals_json(d.by_local_tokens)},
+          {"residuals_by_gqa_group", residuals_json(d.by_group)}};
+}
+
+nlohmann::json shape_json(const KernelShape& s) {
+  return {{"block_q", s.block_q}, {"block_k", s.block_k}, {"head_dim", s.head_dim}};
+}
+
 std::string percent(double fraction) { return fixed(100.0 * fraction, 1) + "%"; }
+std::string signed_percent(double fraction) { return (fraction >= 0.0 ? "+" : "") + percent(fraction); }
 
 std::string number(double value) {
   std::ostringstream out;
@@ -33,25 +61,32 @@ std::string number(double value) {
   return out.str();
 }
 
+std::string residual_line(const std::vector<ResidualGroup>& groups) {
+  std::string line;
+  for (const ResidualGroup& g : groups) {
+    line += str(line.empty() ? "" : ", ", g.value, ": ", signed_percent(g.median_signed_error), " (", g.samples, ")");
+  }
+  return line;
+}
+
 }  // namespace
 
 std::string calibration_json(const CalibrationRun& run) {
   const GpuCalibration& cal = run.calibration;
   nlohmann::json doc;
   doc["format"] = "sparsering-calibration";
+  doc["version"] = 2;
+  doc["kernel_build"] = cal.kernel_build;
   doc["provenance"] = {{"gpu", cal.provenance.gpu},       {"driver", cal.provenance.driver},
                        {"cuda", cal.provenance.cuda},     {"nccl", cal.provenance.nccl},
                        {"commit", cal.provenance.commit}, {"date", cal.provenance.date}};
-  doc["shape"] = {{"block_q", cal.block_q}, {"block_k", cal.block_k}, {"head_dim", cal.head_dim}};
   doc["gemm_efficiency"] = cal.gemm_efficiency;
-  doc["forward"] = fit_json(run.forward_fit);
-  doc["backward"] = fit_json(run.backward_fit);
-  doc["forward_under_filled"] = fit_json(run.forward_under_filled);
-  doc["backward_under_filled"] = fit_json(run.backward_under_filled);
-  doc["forward_with_list_term"] = fit_json(run.forward_list_fit);
-  doc["backward_with_list_term"] = fit_json(run.backward_list_fit);
-  doc["forward_with_list_term_under_filled"] = fit_json(run.forward_list_under_filled);
-  doc["backward_with_list_term_under_filled"] = fit_json(run.backward_list_under_filled);
+  doc["model"] = "time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks";
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const ShapeFit& f : run.fits) {
+    shapes.push_back({{"shape", shape_json(f.shape)}, {"forward", direction_json(f.forward)}, {"backward", direction_json(f.backward)}});
+  }
+  doc["shapes"] = shapes;
   nlohmann::json kernels = nlohmann::json::array();
   for (const KernelMeasurement& k : run.kernels) {
     kernels.push_back({{"direction", k.direction},   {"q_heads", k.q_heads},
@@ -62,8 +97,7 @@ std::string calibration_json(const CalibrationRun& run) {
                        {"tiles", k.tiles},           {"column_chunks", k.column_chunks},
                        {"repeats", k.repeats},       {"median_us", k.median_us},
                        {"min_us", k.min_us},         {"max_us", k.max_us},
-                       {"under_filled", k.under_filled}, {"predicted_us", k.predicted_us},
-                       {"predicted_list_us", k.predicted_list_us}});
+                       {"under_filled", k.under_filled}, {"predicted_us", k.predicted_us}});
   }
   doc["kernels"] = kernels;
   nlohmann::json hops = nlohmann::json::array();
@@ -95,12 +129,12 @@ std::string kernel_measurements_csv(const std::vector<KernelMeasurement>& kernel
   std::ostringstream out;
   out.precision(10);
   out << "direction,q_heads,kv_heads,local_tokens,block_q,block_k,head_dim,tiles_per_list,chunks_per_list,lists,tiles,"
-         "column_chunks,repeats,median_us,min_us,max_us,under_filled,predicted_us,predicted_list_us,placement\n";
+         "column_chunks,repeats,median_us,min_us,max_us,under_filled,predicted_us,placement\n";
   for (const KernelMeasurement& k : kernels) {
     out << k.direction << ',' << k.q_heads << ',' << k.kv_heads << ',' << k.local_tokens << ',' << k.block_q << ','
         << k.block_k << ',' << k.head_dim << ',' << k.tiles_per_list << ',' << k.chunks_per_list << ',' << k.lists << ','
         << k.tiles << ',' << k.column_chunks << ',' << k.repeats << ',' << k.median_us << ',' << k.min_us << ','
-        << k.max_us << ',' << (k.under_filled ? 1 : 0) << ',' << k.predicted_us << ',' << k.predicted_list_us << ',' << k.placement << '\n';
+        << k.max_us << ',' << (k.under_filled ? 1 : 0) << ',' << k.predicted_us << ',' << k.placement << '\n';
   }
   return out.str();
 }
@@ -119,24 +153,33 @@ std::string hop_measurements_csv(const std::vector<HopMeasurement>& hops) {
 std::string fit_table(const CalibrationRun& run) {
   std::ostringstream out;
   const GpuCalibration& cal = run.calibration;
-  out << "kernel cost fit (" << cal.provenance.gpu << ", block_q=" << cal.block_q << " block_k=" << cal.block_k
-      << " head_dim=" << cal.head_dim << "; time = launch + per_tile x tiles + per_chunk x chunks [+ per_list x lists],"
-      << " all heads; the GPU config takes the three-term form)\n";
-  Table table({"direction", "terms", "launch_us", "per_list_us", "per_tile_us", "per_chunk_us", "samples", "median |err|",
-               "max |err|", "R^2", "under-filled: n", "median |err|", "max |err|"});
-  const auto row = [&](const char* name, const char* terms, const KernelFit& fit, const KernelFit& under) {
-    const KernelCostCoefficients& c = fit.coefficients;
-    table.add_row({name, terms, number(c.launch_us), number(fit.per_list_us), number(c.per_tile_us),
-                   number(c.per_vertical_chunk_us), std::to_string(fit.samples), percent(fit.median_relative_error),
-                   percent(fit.max_relative_error), fixed(fit.r_squared, 5), std::to_string(under.samples),
-                   under.samples > 0 ? percent(under.median_relative_error) : "-",
-                   under.samples > 0 ? percent(under.max_relative_error) : "-"});
-  };
-  row("forward", "3", run.forward_fit, run.forward_under_filled);
-  row("forward", "4", run.forward_list_fit, run.forward_list_under_filled);
-  row("backward", "3", run.backward_fit, run.backward_under_filled);
-  row("backward", "4", run.backward_list_fit, run.backward_list_under_filled);
-  table.print(out);
+  if (!run.fits.empty()) {
+    out << "kernel cost fit (" << cal.provenance.gpu << ", kernel build " << cal.kernel_build
+        << "): time = launch + per_list x lists + per_tile x tiles + per_chunk x chunks, all heads; held-out: "
+        << run.fit_options.folds << "-fold by benchmark case, seed " << run.fit_options.seed << "\n";
+    Table table({"shape", "direction", "launch_us", "per_list_us", "per_tile_us", "per_chunk_us", "samples", "median |err|",
+                 "max |err|", "held-out median", "held-out max", "R^2", "under-filled: n", "median |err|", "max |err|"});
+    for (const ShapeFit& f : run.fits) {
+      for (const auto& [name, d] : {std::pair<const char*, const DirectionFit*>{"forward", &f.forward}, {"backward", &f.backward}}) {
+        const KernelCostCoefficients& c = d->fit.coefficients;
+        table.add_row({to_string(f.shape), name, number(c.launch_us), number(c.per_list_us), number(c.per_tile_us),
+                       number(c.per_vertical_chunk_us), std::to_string(d->fit.samples), percent(d->fit.median_relative_error),
+                       percent(d->fit.max_relative_error), percent(d->heldout.median_relative_error),
+                       percent(d->heldout.max_relative_error), fixed(d->fit.r_squared, 5), std::to_string(d->under.samples),
+                       d->under.samples > 0 ? percent(d->under.median_relative_error) : "-",
+                       d->under.samples > 0 ? percent(d->under.max_relative_error) : "-"});
+      }
+    }
+    table.print(out);
+    out << "median residual (fit - measured) of the fitted launches, by local tokens and by query heads per KV head "
+           "(launches):\n";
+    for (const ShapeFit& f : run.fits) {
+      for (const auto& [name, d] : {std::pair<const char*, const DirectionFit*>{"forward", &f.forward}, {"backward", &f.backward}}) {
+        out << "  " << to_string(f.shape) << " " << name << ": tokens " << residual_line(d->by_local_tokens) << "; group "
+            << residual_line(d->by_group) << "\n";
+      }
+    }
+  }
   if (run.has_link) {
     out << "link fit (" << run.link_level << "): latency " << number(run.link.latency_us) << " us, max |err| "
         << percent(run.link.max_relative_error) << "\n";

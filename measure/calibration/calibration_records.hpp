@@ -21,16 +21,15 @@ struct KernelMeasurement {
   int32_t tiles_per_list = 0;   ///< per (head, query block)
   int32_t chunks_per_list = 0;
   std::string placement = "random";  ///< synthetic index: "random" or "banded" (synthetic_index.hpp)
-  int64_t lists = 0;            ///< heads x query blocks (the forward kernel's CTAs)
+  int64_t lists = 0;            ///< heads x query blocks (non-empty (head, query block) lists)
   int64_t tiles = 0;            ///< all heads
   int64_t column_chunks = 0;    ///< all heads
   int32_t repeats = 0;
   double median_us = 0.0;
   double min_us = 0.0;
   double max_us = 0.0;
-  bool under_filled = false;    ///< under two waves of CTAs (kernel_bench.hpp): kept out of the fit
-  double predicted_us = 0.0;    ///< three-term model (the GPU config's), filled after the fit
-  double predicted_list_us = 0.0;  ///< four-term model (with a per-list cost), filled after the fit
+  bool under_filled = false;    ///< under two waves of CTAs (kernel_calibration.hpp): kept out of the fit
+  double predicted_us = 0.0;    ///< the fitted model of its shape and direction, filled after the fit
 };
 
 /// One NCCL hop measurement.

@@ -2,19 +2,17 @@
 // versions) still read; numbers go through std::stod / std::stoll with the whole cell consumed.
 #include "measure/calibration/kernel_calibration.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "common/error.hpp"
 #include "measure/calibration/link_fit.hpp"
 
 namespace sparsering {
 namespace {
-
-KernelCostCoefficients rounded(const KernelCostCoefficients& c) {
-  return {round_significant(c.launch_us, 4), round_significant(c.per_tile_us, 4), round_significant(c.per_vertical_chunk_us, 4)};
-}
 
 std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> cells;
@@ -25,37 +23,107 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return cells;
 }
 
+KernelShape shape_of(const KernelMeasurement& m) { return {m.block_q, m.block_k, m.head_dim}; }
+
+/// Median signed residual per value of `key` (ascending).
+template <typename Key>
+std::vector<ResidualGroup> residuals_by(const std::vector<const KernelMeasurement*>& launches, const std::vector<double>& errors,
+                                        Key key) {
+  std::map<int64_t, std::vector<double>> groups;
+  for (size_t k = 0; k < launches.size(); ++k) groups[key(*launches[k])].push_back(errors[k]);
+  std::vector<ResidualGroup> out;
+  for (auto& [value, group] : groups) {
+    std::sort(group.begin(), group.end());
+    const size_t n = group.size();
+    out.push_back({value, static_cast<int64_t>(n), n % 2 == 1 ? group[n / 2] : 0.5 * (group[n / 2 - 1] + group[n / 2])});
+  }
+  return out;
+}
+
+DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const KernelShape& shape, const std::string& direction,
+                           const FitOptions& options) {
+  std::vector<const KernelMeasurement*> filled_launches;
+  std::vector<KernelSample> filled;
+  std::vector<KernelSample> under;
+  std::vector<int64_t> case_ids;
+  std::map<std::tuple<int32_t, int32_t, int64_t, int32_t, int32_t, std::string>, int64_t> cases;
+  for (const KernelMeasurement& k : kernels) {
+    if (k.direction != direction || !(shape_of(k) == shape)) continue;
+    const KernelSample sample{k.tiles, k.column_chunks, k.median_us, k.lists};
+    if (k.under_filled) {
+      under.push_back(sample);
+      continue;
+    }
+    filled.push_back(sample);
+    filled_launches.push_back(&k);
+    const auto key = std::make_tuple(k.q_heads, k.kv_heads, k.local_tokens, k.tiles_per_list, k.chunks_per_list, k.placement);
+    case_ids.push_back(cases.emplace(key, static_cast<int64_t>(cases.size())).first->second);
+  }
+  DirectionFit fit;
+  try {
+    const KernelCostCoefficients c = rounded_coefficients(fit_kernel_cost(filled).coefficients);
+    fit.fit = evaluate_kernel_cost(c, filled);
+    fit.under = evaluate_kernel_cost(c, under);
+    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed);
+  } catch (const InputError& error) {
+    throw InputError(str(direction, " of shape ", to_string(shape), " (", filled.size(), " filled launches): ", error.what()));
+  }
+  fit.by_local_tokens = residuals_by(filled_launches, fit.fit.relative_errors,
+                                     [](const KernelMeasurement& m) { return m.local_tokens; });
+  fit.by_group = residuals_by(filled_launches, fit.fit.relative_errors,
+                              [](const KernelMeasurement& m) { return int64_t{m.q_heads / std::max(m.kv_heads, 1)}; });
+  for (KernelMeasurement& k : kernels) {
+    if (k.direction == direction && shape_of(k) == shape) {
+      k.predicted_us = predict_kernel_us(fit.fit.coefficients, k.lists, k.tiles, k.column_chunks);
+    }
+  }
+  return fit;
+}
+
+double worse(double a, double b) { return round_significant(std::max(a, b), 3); }
+
 }  // namespace
 
 bool launch_under_filled(const KernelMeasurement& m, int64_t sm_count) {
   const int64_t slots = 4 * sm_count;  // two waves of two CTAs per SM
-  if (m.direction == "forward") return m.lists < slots;
-  const int64_t key_blocks = (m.local_tokens + 63) / 64;
-  return int64_t{m.kv_heads} * key_blocks < slots;
+  if (m.direction == "forward") {
+    const int64_t ctas_per_list = m.block_q % 128 == 0 ? m.block_q / 128 : std::max<int64_t>(m.block_q / 64, 1);
+    return m.lists * ctas_per_list < slots;
+  }
+  const int64_t block_k = std::max<int64_t>(m.block_k, 64);
+  const int64_t key_blocks = (m.local_tokens + block_k - 1) / block_k;
+  return int64_t{m.kv_heads} * key_blocks * (block_k / 64) < slots;
 }
 
-DirectionFits fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const std::string& direction) {
-  std::vector<KernelSample> filled;
-  std::vector<KernelSample> under;
+std::vector<ShapeFit> fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const FitOptions& options) {
+  std::vector<KernelShape> shapes;
   for (const KernelMeasurement& k : kernels) {
-    if (k.direction != direction) continue;
-    (k.under_filled ? under : filled).push_back({k.tiles, k.column_chunks, k.median_us, k.lists});
+    if (std::find(shapes.begin(), shapes.end(), shape_of(k)) == shapes.end()) shapes.push_back(shape_of(k));
   }
-  DirectionFits fits;
-  const KernelCostCoefficients c = rounded(fit_kernel_cost(filled).coefficients);
-  fits.fit = evaluate_kernel_cost(c, filled);
-  fits.under = evaluate_kernel_cost(c, under);
-  const KernelFit with_lists = fit_kernel_cost(filled, true);
-  const KernelCostCoefficients cl = rounded(with_lists.coefficients);
-  const double per_list_us = round_significant(with_lists.per_list_us, 4);
-  fits.list_fit = evaluate_kernel_cost(cl, filled, per_list_us);
-  fits.list_under = evaluate_kernel_cost(cl, under, per_list_us);
-  for (KernelMeasurement& k : kernels) {
-    if (k.direction != direction) continue;
-    k.predicted_us = predict_kernel_us(c, k.tiles, k.column_chunks);
-    k.predicted_list_us = predict_kernel_us(cl, k.tiles, k.column_chunks, per_list_us, k.lists);
+  require(!shapes.empty(), "no kernel measurements to fit");
+  std::vector<ShapeFit> fits;
+  for (const KernelShape& shape : shapes) {
+    fits.push_back({shape, fit_direction(kernels, shape, "forward", options), fit_direction(kernels, shape, "backward", options)});
   }
   return fits;
+}
+
+CalibratedShape calibrated_shape(const ShapeFit& fit) {
+  CalibratedShape s;
+  s.shape = fit.shape;
+  s.forward = fit.forward.fit.coefficients;
+  s.backward = fit.backward.fit.coefficients;
+  const DirectionFit& f = fit.forward;
+  const DirectionFit& b = fit.backward;
+  CalibrationFit stats;
+  stats.samples = f.fit.samples + b.fit.samples;
+  stats.median_relative_error = worse(f.fit.median_relative_error, b.fit.median_relative_error);
+  stats.max_relative_error = worse(f.fit.max_relative_error, b.fit.max_relative_error);
+  stats.heldout_median_relative_error = worse(f.heldout.median_relative_error, b.heldout.median_relative_error);
+  stats.heldout_max_relative_error = worse(f.heldout.max_relative_error, b.heldout.max_relative_error);
+  stats.folds = f.heldout.folds;
+  s.fit = stats;
+  return s;
 }
 
 std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& text, std::string_view source_name) {

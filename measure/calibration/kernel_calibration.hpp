@@ -1,9 +1,10 @@
 // From raw kernel measurements to the fitted cost model, the step shared by `sparsering calibrate`
 // and by anyone refitting recorded data (docs/calibration/*.csv): which launches are under-filled
-// (kept out of the fit), the three-term fit that goes into the GPU config and the four-term fit
-// with a per-list cost that is reported beside it, and reading measurements back from CSV.
-// Tested in tests/measure/calibration/kernel_calibration_test.cpp (including a refit of the shipped H100
-// measurements that must reproduce configs/gpus/h100-sxm.yaml).
+// (kept out of the fit), the four-term fit of every kernel shape and direction with its in-sample
+// and held-out error, its residuals by local length and GQA group, the GPU config entry it makes,
+// and reading measurements back from CSV.
+// Tested in tests/measure/calibration/kernel_calibration_test.cpp (including refits of the
+// shipped H100 and H200 measurements that must reproduce configs/gpus/h100-sxm.yaml and h200.yaml).
 #pragma once
 
 #include <cstdint>
@@ -12,28 +13,55 @@
 #include <vector>
 
 #include "measure/calibration/calibration_records.hpp"
+#include "measure/calibration/heldout_error.hpp"
 #include "measure/calibration/kernel_fit.hpp"
+#include "sim/config/gpu_config.hpp"
 
 namespace sparsering {
 
 /// True when a launch runs fewer than two full waves of CTAs on a GPU of `sm_count` SMs (2 CTAs
-/// per SM): forward CTAs are the lists (heads x query blocks), backward CTAs those of the key-block
-/// pass (KV heads x key blocks of 64 keys). Such launches are latency-bound, not throughput-bound.
+/// per SM): forward CTAs are one per list of a 64- or 128-query block (block_q / 128 per list for
+/// multiples of 128), backward CTAs those of the key-block pass (KV heads x key blocks x
+/// block_k / 64). Such launches are latency-bound, not throughput-bound.
 bool launch_under_filled(const KernelMeasurement& m, int64_t sm_count);
 
-/// Fits of one direction: three-term (the GPU config's form) and with a per-list term, each on the
-/// filled launches and scored on the under-filled ones. Coefficients rounded to 4 significant digits.
-struct DirectionFits {
-  KernelFit fit;
-  KernelFit under;
-  KernelFit list_fit;
-  KernelFit list_under;
+/// Median signed residual (fit - measured) / measured of the launches sharing one value of a
+/// benchmark dimension.
+struct ResidualGroup {
+  int64_t value = 0;
+  int64_t samples = 0;
+  double median_signed_error = 0.0;
 };
 
-/// Fits the measurements of `direction` ("forward" / "backward") whose under_filled flag is false
-/// and fills every such measurement's predicted_us and predicted_list_us. Throws InputError (via
-/// fit_kernel_cost) when fewer than 3 filled launches remain.
-DirectionFits fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const std::string& direction);
+/// The fit of one direction of one shape.
+struct DirectionFit {
+  KernelFit fit;                               ///< filled launches; coefficients rounded to 4 digits
+  KernelFit under;                             ///< the same coefficients on the under-filled launches
+  HeldOutError heldout;                        ///< k-fold by benchmark case, filled launches
+  std::vector<ResidualGroup> by_local_tokens;  ///< fit residuals by local length, ascending
+  std::vector<ResidualGroup> by_group;         ///< by query heads per KV head, ascending
+};
+
+struct ShapeFit {
+  KernelShape shape;
+  DirectionFit forward;
+  DirectionFit backward;
+};
+
+struct FitOptions {
+  int64_t folds = 5;  ///< k of the held-out error
+  uint64_t seed = 1;  ///< shuffles the benchmark cases into folds
+};
+
+/// Fits every kernel shape of `kernels` (in order of first appearance), both directions, on the
+/// launches whose under_filled flag is false, and fills every measurement's predicted_us.
+/// Throws InputError (naming shape and direction) when a direction has fewer filled launches
+/// than the fit or the folds need.
+std::vector<ShapeFit> fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const FitOptions& options = {});
+
+/// The GPU config entry of `fit`: its coefficients, and fit statistics that are the worse of the
+/// two directions (samples: both), rounded to 3 significant digits.
+CalibratedShape calibrated_shape(const ShapeFit& fit);
 
 /// Reads the CSV that kernel_measurements_csv writes (header row first, columns found by name).
 /// Throws InputError naming `source_name`, the line and the column for a missing column or a bad value.

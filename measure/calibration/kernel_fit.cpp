@@ -1,7 +1,7 @@
-// Weighted least squares with Eigen: dividing each row [1, tiles, chunks] and its right-hand side
-// by the measured time turns the squared relative error into an ordinary least-squares problem.
-// Non-negativity by a small active set: at most four coefficients, so pinning the most negative
-// one and refitting converges in at most four rounds.
+// Weighted least squares with Eigen: dividing each row [1, lists, tiles, chunks] and its right-hand
+// side by the measured time turns the squared relative error into an ordinary least-squares
+// problem. Non-negativity by a small active set: at most four coefficients, so pinning the most
+// negative one and refitting converges in at most four rounds.
 #include "measure/calibration/kernel_fit.hpp"
 
 #include <Eigen/Dense>
@@ -11,14 +11,15 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "measure/calibration/link_fit.hpp"
 
 namespace sparsering {
 namespace {
 
-constexpr int kTerms = 4;  // launch, tile, chunk, list
+constexpr int kTerms = 4;  // launch, list, tile, chunk
 
 std::array<double, kTerms> features(const KernelSample& s) {
-  return {1.0, static_cast<double>(s.tiles), static_cast<double>(s.column_chunks), static_cast<double>(s.lists)};
+  return {1.0, static_cast<double>(s.lists), static_cast<double>(s.tiles), static_cast<double>(s.column_chunks)};
 }
 
 void check_samples(std::span<const KernelSample> samples) {
@@ -26,25 +27,32 @@ void check_samples(std::span<const KernelSample> samples) {
     const KernelSample& s = samples[k];
     require(std::isfinite(s.time_us) && s.time_us > 0.0, "kernel sample ", k, ": time_us must be finite and > 0, got ",
             s.time_us);
-    require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0, "kernel sample ", k, ": negative counts (", s.tiles,
-            " tiles, ", s.column_chunks, " chunks, ", s.lists, " lists)");
+    require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0, "kernel sample ", k, ": negative counts (", s.lists,
+            " lists, ", s.tiles, " tiles, ", s.column_chunks, " chunks)");
   }
 }
 
 }  // namespace
 
-double predict_kernel_us(const KernelCostCoefficients& c, int64_t tiles, int64_t column_chunks, double per_list_us,
-                         int64_t lists) {
-  return c.launch_us + c.per_tile_us * static_cast<double>(tiles) +
-         c.per_vertical_chunk_us * static_cast<double>(column_chunks) + per_list_us * static_cast<double>(lists);
+double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t tiles, int64_t column_chunks) {
+  return c.launch_us + c.per_list_us * static_cast<double>(lists) + c.per_tile_us * static_cast<double>(tiles) +
+         c.per_vertical_chunk_us * static_cast<double>(column_chunks);
 }
 
-KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const KernelSample> samples,
-                               double per_list_us) {
+std::pair<double, double> median_and_max_magnitude(std::span<const double> values) {
+  if (values.empty()) return {0.0, 0.0};
+  std::vector<double> magnitudes;
+  for (const double v : values) magnitudes.push_back(std::abs(v));
+  std::sort(magnitudes.begin(), magnitudes.end());
+  const size_t n = magnitudes.size();
+  const double median = n % 2 == 1 ? magnitudes[n / 2] : 0.5 * (magnitudes[n / 2 - 1] + magnitudes[n / 2]);
+  return {median, magnitudes.back()};
+}
+
+KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const KernelSample> samples) {
   check_samples(samples);
   KernelFit fit;
   fit.coefficients = c;
-  fit.per_list_us = per_list_us;
   fit.samples = static_cast<int64_t>(samples.size());
   if (samples.empty()) return fit;
   double mean = 0.0;
@@ -52,33 +60,27 @@ KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const 
   mean /= static_cast<double>(samples.size());
   double ss_res = 0.0;
   double ss_tot = 0.0;
-  std::vector<double> magnitudes;
   for (const KernelSample& s : samples) {
-    const double predicted = predict_kernel_us(c, s.tiles, s.column_chunks, per_list_us, s.lists);
-    const double rel = (predicted - s.time_us) / s.time_us;
-    fit.relative_errors.push_back(rel);
-    magnitudes.push_back(std::abs(rel));
+    const double predicted = predict_kernel_us(c, s.lists, s.tiles, s.column_chunks);
+    fit.relative_errors.push_back((predicted - s.time_us) / s.time_us);
     ss_res += (predicted - s.time_us) * (predicted - s.time_us);
     ss_tot += (s.time_us - mean) * (s.time_us - mean);
   }
-  std::sort(magnitudes.begin(), magnitudes.end());
-  fit.max_relative_error = magnitudes.back();
-  const size_t n = magnitudes.size();
-  fit.median_relative_error = n % 2 == 1 ? magnitudes[n / 2] : 0.5 * (magnitudes[n / 2 - 1] + magnitudes[n / 2]);
+  std::tie(fit.median_relative_error, fit.max_relative_error) = median_and_max_magnitude(fit.relative_errors);
   fit.r_squared = ss_tot > 0.0 ? 1.0 - ss_res / ss_tot : (ss_res == 0.0 ? 1.0 : 0.0);
   return fit;
 }
 
-KernelFit fit_kernel_cost(std::span<const KernelSample> samples, bool per_list_term) {
+KernelFit fit_kernel_cost(std::span<const KernelSample> samples) {
   require(samples.size() >= 3, "the kernel cost fit needs at least 3 samples, got ", samples.size());
   check_samples(samples);
   std::array<bool, kTerms> free{true, false, false, false};
   for (const KernelSample& s : samples) {
-    free[1] = free[1] || s.tiles > 0;
-    free[2] = free[2] || s.column_chunks > 0;
-    free[3] = free[3] || (per_list_term && s.lists > 0);
+    free[1] = free[1] || s.lists > 0;
+    free[2] = free[2] || s.tiles > 0;
+    free[3] = free[3] || s.column_chunks > 0;
   }
-  require(free[1], "the kernel cost fit needs at least one sample with a tile");
+  require(free[2], "the kernel cost fit needs at least one sample with a tile");
 
   std::array<double, kTerms> beta{};
   for (int round = 0; round < kTerms; ++round) {
@@ -107,9 +109,15 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, bool per_list_t
     free[static_cast<size_t>(most_negative)] = false;
     beta[static_cast<size_t>(most_negative)] = 0.0;
   }
-  KernelCostCoefficients c{std::max(beta[0], 0.0), std::max(beta[1], 0.0), std::max(beta[2], 0.0)};
+  const KernelCostCoefficients c{std::max(beta[0], 0.0), std::max(beta[1], 0.0), std::max(beta[2], 0.0),
+                                 std::max(beta[3], 0.0)};
   require(c.per_tile_us > 0.0, "the kernel cost fit found no positive cost per tile (the tile counts do not explain the times)");
-  return evaluate_kernel_cost(c, samples, std::max(beta[3], 0.0));
+  return evaluate_kernel_cost(c, samples);
+}
+
+KernelCostCoefficients rounded_coefficients(const KernelCostCoefficients& c) {
+  return {round_significant(c.launch_us, 4), round_significant(c.per_list_us, 4), round_significant(c.per_tile_us, 4),
+          round_significant(c.per_vertical_chunk_us, 4)};
 }
 
 }  // namespace sparsering

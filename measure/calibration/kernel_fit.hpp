@@ -1,11 +1,10 @@
 // Least-squares fit of the kernel cost model of sim/cost/kernel_cost.hpp to measured launches:
-//   time_us = launch_us + per_tile_us x tiles + per_vertical_chunk_us x column_chunks
-// (tiles and chunks summed over every head of the launch), optionally with a fourth term
-// per_list_us x lists (lists = heads x query blocks: the per-CTA prologue and output merge, which
-// measurements show the three-term form lacks; docs/calibration.md), with the residual report that
-// `sparsering calibrate` prints and docs/calibration.md quotes. The fit minimises the squared
-// relative error (each launch counts the same whether it takes 20 us or 20 ms) and keeps every
-// coefficient >= 0. Tested in tests/measure/calibration/kernel_fit_test.cpp.
+//   time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks
+// (lists, tiles and chunks summed over every head of the launch; lists = non-empty (head, query
+// block) lists: the per-CTA prologue and output merge, docs/calibration.md), with the residual
+// report that `sparsering calibrate` prints and docs/calibration.md quotes. The fit minimises the
+// squared relative error (each launch counts the same whether it takes 20 us or 20 ms) and keeps
+// every coefficient >= 0. Tested in tests/measure/calibration/kernel_fit_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +26,6 @@ struct KernelSample {
 /// The fitted coefficients and how well they reproduce the samples.
 struct KernelFit {
   KernelCostCoefficients coefficients;
-  double per_list_us = 0.0;            ///< the optional fourth term (0 in the three-term form)
   int64_t samples = 0;
   double max_relative_error = 0.0;     ///< max |fit - measured| / measured
   double median_relative_error = 0.0;  ///< median of the same
@@ -35,20 +33,23 @@ struct KernelFit {
   std::vector<double> relative_errors; ///< signed (fit - measured) / measured, one per sample
 };
 
-/// Time the model predicts for `tiles`, `column_chunks` and, with a per-list cost, `lists`
-/// (microseconds, not rounded).
-double predict_kernel_us(const KernelCostCoefficients& c, int64_t tiles, int64_t column_chunks, double per_list_us = 0.0,
-                         int64_t lists = 0);
+/// Time the model predicts for a launch of `lists`, `tiles` and `column_chunks` (microseconds,
+/// not rounded).
+double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t tiles, int64_t column_chunks);
 
-/// Fits the coefficients (and per_list_us when `per_list_term`) to `samples`. A term whose count
-/// is zero in every sample gets 0; a
+/// Fits the four coefficients to `samples`. A term whose count is zero in every sample gets 0; a
 /// coefficient that would come out negative is pinned at 0 and the others refitted. Throws
 /// InputError with fewer than 3 samples, a non-positive or non-finite time, negative counts, or
 /// no sample with a tile (per_tile_us must be > 0 for a GPU config).
-KernelFit fit_kernel_cost(std::span<const KernelSample> samples, bool per_list_term = false);
+KernelFit fit_kernel_cost(std::span<const KernelSample> samples);
 
 /// Residuals of `c` on `samples` (for the samples kept out of a fit), same fields as the fit.
-KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const KernelSample> samples,
-                               double per_list_us = 0.0);
+KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const KernelSample> samples);
+
+/// `c` with every coefficient rounded to 4 significant digits, as GPU configs record them.
+KernelCostCoefficients rounded_coefficients(const KernelCostCoefficients& c);
+
+/// Median and largest of |values| (0 and 0 when empty).
+std::pair<double, double> median_and_max_magnitude(std::span<const double> values);
 
 }  // namespace sparsering

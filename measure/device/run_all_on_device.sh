@@ -49,7 +49,7 @@ if [ "${RINGS:-1}" = 1 ] && [ "$(left)" -gt 60 ] && [ "$gpus" -ge 2 ]; then
 fi
 
 tar czf "$OUT/results.tgz" --exclude='*/build.log' --exclude='results.tgz' -C "$OUT" . 2>/dev/null
-echo "== calibration (random placement, hops)"; grep -E "^(forward|backward|link fit)" "$OUT/calibrate-random.log"
+echo "== calibration (random placement, hops)"; grep -E "^([0-9]+x[0-9]+x[0-9]+ |link fit)" "$OUT/calibrate-random.log"
 echo "== calibration";  tail -25 "$OUT/calibrate.log"
 echo "== rings";        tail -20 "$OUT/rings.log" 2>/dev/null
 echo "== validation";   grep -E "FAILED|ok \(" "$OUT/validation.log" | tail -25; tail -25 "$OUT/validation.log"

@@ -1,50 +1,88 @@
 #!/usr/bin/env bash
-# The GPU machine's calibration run (docs/calibration.md): configure, build the calibrate command
-# (-j16), measure the dense GEMM efficiency with torch when present, run `calibrate` (kernel
-# benchmarks; with 2+ GPUs and CLUSTER set, also the NCCL hops), then copy the updated YAML files
-# and the raw measurements under $OUT and print the fit table last.
-#   GPU_CONFIG=configs/gpus/h100-sxm.yaml   GPU config to calibrate (updated in place, copied to $OUT)
+# The GPU machine's calibration run (docs/calibration.md), in one call: find every shipped GPU
+# config whose device_name is the GPU present (configs/gpus/*.yaml), configure and build the
+# calibrate command (-j16), measure the dense GEMM efficiency with torch when present, run
+# `calibrate` once per matching config (every default kernel shape: 64x64x128 and 128x128x128;
+# with 2+ GPUs and CLUSTER set, the first one also measures the NCCL hops), then write under $OUT
+#   configs/<gpu>.yaml                        the updated GPU configs (and the cluster, with CLUSTER)
+#   raw/calibration-<gpu>.json, -kernels.csv, -hops.csv   every measurement and fit
+#   summary.txt                               the fit tables, also printed last
+#   results.tgz                               all of it plus the logs (environment, build, runs)
+# and print the fit tables last. The configs are updated in place in this tree too (a copy on the
+# device machine), so a validation run after it uses the fresh calibration.
+#   GPU_CONFIGS="configs/gpus/a.yaml ..."   configs to calibrate (default: those matching the GPU)
+#   GPU_CONFIG=configs/gpus/a.yaml          the same, one config (kept for measure/device/run_all_on_device.sh)
 #   CLUSTER=configs/clusters/x.yaml         cluster whose LEVEL gets the measured hop curve (2+ GPUs)
 #   LEVEL=intra_node                        fabric level of CLUSTER
-#   CALIBRATE_ARGS=...                      extra arguments (e.g. --quick, --devices 0,1, --dense-sizes)
+#   CALIBRATE_ARGS="--repeats 7"            extra arguments (e.g. --quick, --banded, --shapes, --devices 0,1)
 #   CALIBRATE_TARGET=sparsering|sparsering_calibrate
 #       which binary to build; `sparsering` (default) falls back to the calibrate-only binary
 #       (tests/measure/calibration/CMakeLists.txt) when it does not build
+#   GPU_NAME="NVIDIA H100 80GB HBM3" LIST_ONLY=1
+#       print the configs that match that device name and stop (no GPU needed; checked by
+#       tests/measure/device/run_calibrate_test.py)
 # Third-party dependencies the machine lacks come from .device/deps (kernels/bench/make_device_deps.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/out-calibrate}
-mkdir -p "$OUT/raw" "$OUT/configs"
-GPU_CONFIG=${GPU_CONFIG:-configs/gpus/h100-sxm.yaml}
 CLUSTER=${CLUSTER:-}
 LEVEL=${LEVEL:-intra_node}
-CALIBRATE_ARGS=${CALIBRATE_ARGS:-}
+CALIBRATE_ARGS=${CALIBRATE_ARGS-"--repeats 7"}
 TARGET=${CALIBRATE_TARGET:-sparsering}
 BUILD=${BUILD:-build-calibrate}
 start=$(date +%s)
 stamp() { echo "[device $(( $(date +%s) - start ))s] $*"; }
 
+# device_name of a GPU config: the value of its top-level key, unquoted, without a trailing comment.
+device_name_of() {
+  sed -n 's/^device_name:[[:space:]]*//p' "$1" | head -1 | sed -e 's/[[:space:]]#.*$//' -e 's/[[:space:]]*$//' \
+    -e 's/^"\(.*\)"$/\1/' -e "s/^'\(.*\)'\$/\1/"
+}
+
+gpu_name=${GPU_NAME:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)}
+configs=${GPU_CONFIGS:-${GPU_CONFIG:-}}
+if [ -z "$configs" ]; then
+  for f in configs/gpus/*.yaml; do
+    [ "$(device_name_of "$f")" = "$gpu_name" ] && configs="$configs $f"
+  done
+  configs=${configs# }
+fi
+if [ -z "$configs" ]; then
+  echo "no GPU config in configs/gpus/ has device_name \"$gpu_name\" (the GPU present); the configs name:" >&2
+  for f in configs/gpus/*.yaml; do echo "  $f: \"$(device_name_of "$f")\"" >&2; done
+  echo "add a config for this GPU or give GPU_CONFIGS=..." >&2
+  exit 2
+fi
+if [ "${LIST_ONLY:-0}" = 1 ]; then
+  echo "$configs"
+  exit 0
+fi
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$OUT/raw" "$OUT/configs" "$WORK/logs"
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv
   nvidia-smi topo -m 2>/dev/null
   nvcc --version | tail -2
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown) (working tree may differ: see git status)"
   git status --short 2>/dev/null | head -40
-} > "$OUT/env.txt" 2>&1
+} > "$WORK/logs/env.txt" 2>&1
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-stamp "$gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+stamp "$gpus GPU(s): $gpu_name; calibrating $configs"
 
 prefix=""
 if [ -d .device/deps ]; then
   prefix="-DCMAKE_PREFIX_PATH=$PWD/.device/deps"
   export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
+build_log="$WORK/logs/build.log"
 if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$OUT/build.log" 2>&1; then
-  stamp "configure FAILED"; tail -30 "$OUT/build.log"; exit 1
+      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$build_log" 2>&1; then
+  stamp "configure FAILED"; tail -30 "$build_log"; cp "$build_log" "$OUT/"; exit 1
 fi
 BIN=""
 if [ "$TARGET" = sparsering ]; then
-  if cmake --build $BUILD --target sparsering -j16 >> "$OUT/build.log" 2>&1; then
+  if cmake --build $BUILD --target sparsering -j16 >> "$build_log" 2>&1; then
     BIN=$BUILD/cli/sparsering
   else
     stamp "sparsering did not build (see build.log); building the calibrate-only binary"
@@ -52,20 +90,19 @@ if [ "$TARGET" = sparsering ]; then
   fi
 fi
 if [ -z "$BIN" ]; then
-  if ! cmake --build $BUILD --target sparsering_calibrate -j16 >> "$OUT/build.log" 2>&1; then
-    stamp "build FAILED"; grep -E "error" "$OUT/build.log" | head -30; exit 1
+  if ! cmake --build $BUILD --target sparsering_calibrate -j16 >> "$build_log" 2>&1; then
+    stamp "build FAILED"; grep -E "error" "$build_log" | head -30; cp "$build_log" "$OUT/"; exit 1
   fi
   BIN=$BUILD/tests/measure/calibration/sparsering_calibrate
 fi
-stamp "built $BIN"
+stamp "built $BIN ($(grep -o 'Kernel build identity: .*' "$build_log" | head -1))"
 
-# Dense GEMM efficiency (cuBLAS through torch): median bf16 8192^3 matmul rate / the config's peak.
-gemm_args=""
-peak=$(grep -E '^peak_tflops_bf16:' "$GPU_CONFIG" | awk '{print $2}')
-if [ -n "$peak" ] && python3 -c 'import torch' 2> /dev/null; then
-  eff=$(python3 - "$peak" <<'PY' 2> "$OUT/gemm.log"
+# Dense GEMM rate (cuBLAS through torch): median bf16 8192^3 matmul, measured once; each config
+# divides it by its own peak_tflops_bf16.
+tflops=""
+if python3 -c 'import torch' 2> /dev/null; then
+  tflops=$(python3 - <<'PY' 2> "$WORK/logs/gemm.log"
 import sys, torch
-peak = float(sys.argv[1])
 n = 8192
 a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -79,29 +116,45 @@ for _ in range(10):
 t = sorted(times)[len(times) // 2]
 tflops = 2 * n ** 3 / t / 1e12
 print(f"torch {torch.__version__} bf16 {n}^3 matmul: {tflops:.1f} TFLOP/s", file=sys.stderr)
-print(f"{min(tflops / peak, 1.0):.4f}")
+print(f"{tflops:.3f}")
 PY
 )
-  [ -n "$eff" ] && gemm_args="--gemm-efficiency $eff"
-  stamp "GEMM: $(tail -1 "$OUT/gemm.log") -> efficiency ${eff:-unmeasured}"
+  stamp "GEMM: $(tail -1 "$WORK/logs/gemm.log")"
 fi
 
-cluster_args=""
-if [ -n "$CLUSTER" ]; then
-  if [ "$gpus" -ge 2 ]; then
-    cluster_args="--cluster $CLUSTER --level $LEVEL"
-  else
-    stamp "CLUSTER given but only $gpus GPU: no hop curve"
+status=0
+first=1
+: > "$OUT/summary.txt"
+for config in $configs; do
+  name=$(basename "$config" .yaml)
+  gemm_args=""
+  peak=$(sed -n 's/^peak_tflops_bf16:[[:space:]]*\([0-9.]*\).*/\1/p' "$config" | head -1)
+  if [ -n "$tflops" ] && [ -n "$peak" ]; then
+    gemm_args="--gemm-efficiency $(python3 -c "print(f'{min($tflops / $peak, 1.0):.4f}')")"
   fi
-fi
-# The device tree is a copy: --force replaces the calibration there; the copies under $OUT are
-# what goes back into the repository.
-$BIN --out "$OUT/raw" --force -v calibrate --gpu "$GPU_CONFIG" $cluster_args $gemm_args $CALIBRATE_ARGS \
-  > "$OUT/calibrate.txt" 2> "$OUT/calibrate.log"
-status=$?
-cp "$GPU_CONFIG" "$OUT/configs/"
-[ -n "$cluster_args" ] && cp "$CLUSTER" "$OUT/configs/"
-stamp "calibrate exit $status"
-tail -5 "$OUT/calibrate.log"
-cat "$OUT/calibrate.txt"
+  cluster_args=""
+  if [ -n "$CLUSTER" ] && [ "$first" = 1 ]; then
+    if [ "$gpus" -ge 2 ]; then
+      cluster_args="--cluster $CLUSTER --level $LEVEL"
+    else
+      stamp "CLUSTER given but only $gpus GPU: no hop curve"
+    fi
+  fi
+  # The device tree is a copy: --force replaces the calibration there; the copies under $OUT are
+  # what goes back into the repository.
+  $BIN --out "$WORK/raw" --force -v calibrate --gpu "$config" $cluster_args $gemm_args $CALIBRATE_ARGS \
+    > "$WORK/logs/calibrate-$name.txt" 2> "$WORK/logs/calibrate-$name.log"
+  code=$?
+  stamp "calibrate $config: exit $code"
+  [ "$code" != 0 ] && status=$code && tail -5 "$WORK/logs/calibrate-$name.log"
+  cp "$config" "$OUT/configs/"
+  [ -n "$cluster_args" ] && cp "$CLUSTER" "$OUT/configs/"
+  cp "$WORK/raw/calibration-$name"* "$OUT/raw/" 2>/dev/null
+  { echo "== $config ($gpu_name): exit $code"; cat "$WORK/logs/calibrate-$name.txt"; } >> "$OUT/summary.txt"
+  first=0
+done
+cp "$OUT/summary.txt" "$WORK/logs/"
+tar czf "$OUT/results.tgz" -C "$WORK" logs raw -C "$OUT" configs 2>/dev/null
+stamp "wrote $OUT (configs/, raw/, summary.txt, results.tgz)"
+cat "$OUT/summary.txt"
 exit $status

@@ -188,6 +188,8 @@ ValidationReport compare_layer(const ValidationProblem& problem, const Simulatio
   report.sample = problem.sample;
   report.iterations = measured.iterations;
   report.cost_source = predicted.cost_source;
+  report.calibration = predicted.calibration;
+  report.comparison_meaningful = !predicted.calibration.stale;
   for (const LayerResult& layer : predicted.layers) {
     if (layer.layer == problem.layer) report.predicted_work = layer.work;
   }

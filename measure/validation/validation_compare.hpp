@@ -76,6 +76,10 @@ struct ValidationReport {
   int64_t sample = 0;
   int32_t iterations = 0;
   std::string cost_source;        ///< the simulator's kernel cost source (calibration or roofline)
+  CalibrationStatus calibration;  ///< the prediction's calibration: source, kernel builds, shape used
+  /// False when the prediction's calibration was measured on another kernel build than the one
+  /// measured here (stale): its error then says nothing about the model.
+  bool comparison_meaningful = true;
   WorkCounts predicted_work;      ///< the simulator's work of the layer, head group 0's ring
   int64_t measured_tiles = 0;
   int64_t measured_column_chunks = 0;

@@ -100,6 +100,8 @@ nlohmann::json validation_to_json(const ValidationReport& report, const nlohmann
   out["sample"] = report.sample;
   out["iterations"] = report.iterations;
   out["cost_source"] = report.cost_source;
+  out["calibration"] = calibration_status_json(report.calibration);
+  out["comparison_meaningful"] = report.comparison_meaningful;
   out["predicted_work"] = work_json(report.predicted_work);
   out["measured_work"] = json{{"tiles", report.measured_tiles}, {"column_chunks", report.measured_column_chunks}};
   out["forward"] = pass_json(report.forward);

@@ -21,7 +21,13 @@ std::string cell_or_dash(const std::vector<double>& values, size_t k, int digits
 void print_validation(std::ostream& out, const ValidationReport& report, int max_steps) {
   out << "validate " << report.plan_name << ", layer " << report.layer << " (" << report.mode << "): "
       << report.description << "\n";
-  out << "predicted kernel costs: " << report.cost_source << "\n";
+  out << "predicted kernel costs: " << report.cost_source << (report.calibration.published() ? " (published figures)" : "")
+      << "\n";
+  if (!report.comparison_meaningful) {
+    out << "NOT MEANINGFUL: the prediction's calibration was measured on kernel build " << report.calibration.kernel_build
+        << ", these kernels are " << report.calibration.this_kernel_build
+        << "; the errors below say nothing about the model until the GPU is recalibrated (docs/calibration.md)\n";
+  }
   if (report.mode == "replay") {
     out << "measured layer times: the simulator's ring schedule over the compute matrix measured on one GPU\n";
   }
@@ -57,7 +63,8 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
   per_step.print(out);
   if (shown < steps) out << "(" << steps - shown << " more steps in validation.json)\n";
   out << "target per-layer attention time within " << fixed(100.0 * kLayerTimeWorstTarget, 0)
-      << "% (fwd and bwd): " << (report.layer_time_met ? "met" : "MISSED") << "\n";
+      << "% (fwd and bwd): " << (report.layer_time_met ? "met" : "MISSED")
+      << (report.comparison_meaningful ? "" : " (not meaningful: stale calibration)") << "\n";
   out << "target median (rank, step) kernel time within " << fixed(100.0 * kCellTimeMedianTarget, 0)
       << "% (fwd and bwd): " << (report.cell_time_met ? "met" : "MISSED") << "\n";
   if (report.mode == "ring") {

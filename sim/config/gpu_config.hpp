@@ -1,7 +1,10 @@
 // GPU config (configs/gpus/*.yaml): datasheet peak rates and capacities, plus the optional
-// `calibration:` section that `sparsering calibrate` fits on a real GPU (kernel cost model with
-// provenance). Without calibration the simulator falls back to a roofline estimate and says so.
-// Schema reference: docs/configs.md. Tested in tests/config/gpu_config_test.cpp.
+// `calibration:` section: the kernel cost model of one or more kernel shapes (block_q, block_k,
+// head_dim), either measured here by `sparsering calibrate` (with the kernel build it measured, the
+// fit's in-sample and held-out error and its provenance) or taken from published figures (with the
+// sources cited). Without calibration the simulator falls back to a roofline estimate and says so.
+// Schema reference: docs/configs.md; calibration: docs/calibration.md.
+// Tested in tests/config/gpu_config_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -9,18 +12,52 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sparsering {
 
-/// Fitted cost of one sparse-attention kernel launch in one direction (forward or backward), for
-/// one head: time_us = launch_us + per_tile_us x tiles + per_vertical_chunk_us x vertical chunks.
+/// Fitted cost of one sparse-attention kernel launch in one direction (forward or backward), all
+/// heads of the launch: time_us = launch_us + per_list_us x lists + per_tile_us x tiles +
+/// per_vertical_chunk_us x column chunks (lists: non-empty (head, query block) lists).
 struct KernelCostCoefficients {
   double launch_us = 0.0;              ///< fixed cost per launch (launch, prologue, epilogue)
+  double per_list_us = 0.0;            ///< per non-empty (head, query block) list (load Q, merge the output)
   double per_tile_us = 0.0;            ///< per block_q x block_k key tile (slash/diagonal part)
   double per_vertical_chunk_us = 0.0;  ///< per block_k gathered vertical columns of one query block
 };
 
-/// Where and how a calibration was measured.
+/// The tile shape the kernels run: query block, key tile (tokens) and head dimension.
+struct KernelShape {
+  int64_t block_q = 64;
+  int64_t block_k = 64;
+  int64_t head_dim = 128;
+
+  bool operator==(const KernelShape&) const = default;
+};
+
+/// "64x64x128" (block_q x block_k x head_dim), the form `calibrate --shapes` takes.
+std::string to_string(const KernelShape& shape);
+
+/// How well a measured shape's coefficients reproduce its measurements: |fit - measured| /
+/// measured over the launches of the fit, the worse of forward and backward.
+struct CalibrationFit {
+  int64_t samples = 0;                        ///< launches fitted, both directions
+  double median_relative_error = 0.0;         ///< in-sample
+  double max_relative_error = 0.0;            ///< in-sample
+  double heldout_median_relative_error = 0.0; ///< each launch predicted by a fit without its benchmark case
+  double heldout_max_relative_error = 0.0;
+  int64_t folds = 0;                          ///< k of the k-fold split by benchmark case
+};
+
+/// The coefficients of one kernel shape.
+struct CalibratedShape {
+  KernelShape shape;
+  KernelCostCoefficients forward;
+  KernelCostCoefficients backward;
+  std::optional<CalibrationFit> fit;  ///< measured calibrations only
+};
+
+/// Where and how a measured calibration was measured.
 struct CalibrationProvenance {
   std::string gpu;     ///< device name as the driver reports it, e.g. "NVIDIA H100 80GB HBM3"
   std::string driver;  ///< driver version
@@ -30,17 +67,27 @@ struct CalibrationProvenance {
   std::string date;    ///< ISO 8601 date of the measurement
 };
 
-/// The fitted kernel cost model of one GPU.
+/// measured: by `sparsering calibrate` on this project's kernels; published: from cited figures of
+/// other kernels or papers (never compared with this build's kernels).
+enum class CalibrationSource : int32_t { measured = 0, published = 1 };
+
+/// "measured" / "published".
+std::string_view to_string(CalibrationSource source);
+
+/// The kernel cost model of one GPU.
 struct GpuCalibration {
-  int64_t block_q = 64;    ///< query block (tokens) of the benchmarked kernels
-  int64_t block_k = 64;    ///< key tile (tokens)
-  int64_t head_dim = 128;  ///< head dimension of the benchmarked kernels
-  KernelCostCoefficients forward;
-  KernelCostCoefficients backward;
-  double gemm_efficiency = 0.0;         ///< achieved / peak bf16 rate of dense GEMMs, in (0, 1]
-  int64_t fit_samples = 0;              ///< measurements in the fit; 0 = not recorded
-  double fit_max_relative_error = 0.0;  ///< worst |fit - measured| / measured; 0 = not recorded
-  CalibrationProvenance provenance;
+  CalibrationSource source = CalibrationSource::measured;
+  /// measured: the kernel build identity that was measured (core/kernel_build.hpp), or
+  /// kUnknownKernelBuild when it was not recorded; published: empty.
+  std::string kernel_build;
+  double gemm_efficiency = 0.0;        ///< achieved / peak bf16 rate of dense GEMMs, in (0, 1]
+  CalibrationProvenance provenance;    ///< measured only
+  std::vector<std::string> sources;    ///< published only: one cited figure per entry
+  std::vector<CalibratedShape> shapes; ///< at least one, shapes distinct
+
+  bool published() const { return source == CalibrationSource::published; }
+  /// The entry of `shape`, or nullptr when it is not calibrated.
+  const CalibratedShape* find(const KernelShape& shape) const;
 };
 
 struct GpuConfig {
@@ -61,7 +108,8 @@ struct GpuConfig {
 };
 
 /// Parses a GPU config from YAML text; errors are InputError prefixed with `source_name` and name
-/// the key path and value.
+/// the key path and value. A calibration section in the single-shape form of earlier versions is
+/// refused with a message saying how to convert it (docs/calibration.md).
 GpuConfig parse_gpu(const std::string& yaml_text, std::string_view source_name);
 
 /// Reads and parses a GPU file; sets source_path.

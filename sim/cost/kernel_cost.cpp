@@ -1,44 +1,76 @@
 #include "sim/cost/kernel_cost.hpp"
 
+#include <cmath>
+
 #include "common/error.hpp"
+#include "core/kernel_build.hpp"
 
 namespace sparsering {
+
+namespace {
+
+/// The calibrated shape nearest to `wanted`: same head dim first, then the smallest sum of |log2|
+/// ratios of the three sizes, then the first listed.
+const CalibratedShape& nearest_shape(const GpuCalibration& cal, const KernelShape& wanted) {
+  const auto distance = [&](const KernelShape& s) {
+    return std::abs(std::log2(static_cast<double>(s.block_q) / static_cast<double>(wanted.block_q))) +
+           std::abs(std::log2(static_cast<double>(s.block_k) / static_cast<double>(wanted.block_k))) +
+           std::abs(std::log2(static_cast<double>(s.head_dim) / static_cast<double>(wanted.head_dim)));
+  };
+  const CalibratedShape* best = &cal.shapes.front();
+  for (const CalibratedShape& s : cal.shapes) {
+    const bool same_dim = s.shape.head_dim == wanted.head_dim;
+    const bool best_same_dim = best->shape.head_dim == wanted.head_dim;
+    if (same_dim != best_same_dim ? same_dim : distance(s.shape) < distance(best->shape)) best = &s;
+  }
+  return *best;
+}
+
+KernelCoefficients scaled(const KernelCostCoefficients& from, double tile_scale, double list_scale) {
+  return KernelCoefficients{from.launch_us, from.per_list_us * list_scale, from.per_tile_us * tile_scale,
+                            from.per_vertical_chunk_us * tile_scale, 0.0};
+}
+
+double product(const KernelShape& s) {
+  return static_cast<double>(s.block_q) * static_cast<double>(s.block_k) * static_cast<double>(s.head_dim);
+}
+
+}  // namespace
 
 AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
                                              const RooflineAssumptions& assumptions) {
   require(block_q >= 1 && block_k >= 1 && head_dim >= 1, "attention cost model needs block_q, block_k, head_dim >= 1, got ",
           block_q, ", ", block_k, ", ", head_dim);
   AttentionCostModel model;
-  const double tile_work = static_cast<double>(block_q) * static_cast<double>(block_k) * static_cast<double>(head_dim);
-  if (gpu.calibration.has_value()) {
+  model.calibration = kernel_build_status(gpu, this_kernel_build());
+  const KernelShape wanted{block_q, block_k, head_dim};
+  model.calibration.shape = wanted;
+  if (gpu.calibration.has_value() && !gpu.calibration->shapes.empty()) {
     const GpuCalibration& cal = *gpu.calibration;
-    const auto copy = [](const KernelCostCoefficients& from) {
-      return KernelCoefficients{.launch_us = from.launch_us,
-                                .per_tile_us = from.per_tile_us,
-                                .per_vertical_chunk_us = from.per_vertical_chunk_us};
-    };
-    model.forward = copy(cal.forward);
-    model.backward = copy(cal.backward);
+    const CalibratedShape& used = nearest_shape(cal, wanted);
+    const double tile_scale = product(wanted) / product(used.shape);
+    const double list_scale = static_cast<double>(block_q * head_dim) /
+                              static_cast<double>(used.shape.block_q * used.shape.head_dim);
+    model.forward = scaled(used.forward, tile_scale, list_scale);
+    model.backward = scaled(used.backward, tile_scale, list_scale);
     model.calibrated = true;
-    model.source = str("calibration (", gpu.name, cal.provenance.date.empty() ? "" : ", ", cal.provenance.date, ")");
-    const double cal_work = static_cast<double>(cal.block_q) * static_cast<double>(cal.block_k) * static_cast<double>(cal.head_dim);
-    if (cal_work > 0.0 && (cal.block_q != block_q || cal.block_k != block_k || cal.head_dim != head_dim)) {
-      const double scale = tile_work / cal_work;
-      for (KernelCoefficients* c : {&model.forward, &model.backward}) {
-        c->per_tile_us *= scale;
-        c->per_vertical_chunk_us *= scale;
-      }
-      model.notes.push_back(str("calibration measured block_q=", cal.block_q, " block_k=", cal.block_k, " head_dim=",
-                                cal.head_dim, "; tile costs scaled by ", scale, " for block_q=", block_q,
-                                " block_k=", block_k, " head_dim=", head_dim));
+    model.calibration.calibrated_shape = used.shape;
+    model.calibration.extrapolated = !(used.shape == wanted);
+    if (model.calibration.extrapolated) {
+      model.calibration.scaling = str("scaled: per-tile and per-chunk costs x", tile_scale, " (tile FLOPs), per-list x",
+                                      list_scale, " (query block x head dim), launch cost unchanged");
     }
+    model.source = cal.published() ? str("published figures (", gpu.name, ")")
+                                   : str("calibration (", gpu.name, cal.provenance.date.empty() ? "" : ", ",
+                                         cal.provenance.date, ")");
+    model.notes = calibration_notes(model.calibration);
     return model;
   }
   require(gpu.peak_tflops_bf16 > 0.0, "GPU '", gpu.name, "' has no peak_tflops_bf16 for the roofline cost model");
   require(assumptions.attention_efficiency > 0.0 && assumptions.attention_efficiency <= 1.0,
           "roofline attention efficiency must be in (0, 1], got ", assumptions.attention_efficiency);
   const double rate_flop_per_us = gpu.peak_tflops_bf16 * 1e6 * assumptions.attention_efficiency;
-  const double tile_us = 4.0 * tile_work / rate_flop_per_us;
+  const double tile_us = 4.0 * product(wanted) / rate_flop_per_us;
   model.forward = KernelCoefficients{.launch_us = assumptions.launch_us,
                                      .per_tile_us = tile_us,
                                      .per_vertical_chunk_us = tile_us * assumptions.gather_slowdown};

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/config/gpu_config.hpp"
+#include "sim/cost/calibration_status.hpp"
 #include "sim/core/sim_time.hpp"
 #include "sim/work/work_counts.hpp"
 
@@ -47,16 +48,23 @@ struct AttentionCostModel {
   KernelCoefficients forward;
   KernelCoefficients backward;
   bool calibrated = false;
-  std::string source;               ///< "calibration (<gpu>, <date>)" or "roofline (uncalibrated)"
-  std::vector<std::string> notes;   ///< e.g. calibration rescaled to other block sizes
+  std::string source;               ///< "calibration (<gpu>, <date>)", "published figures (<gpu>)" or "roofline (uncalibrated)"
+  std::vector<std::string> notes;   ///< uncalibrated, stale, published, extrapolated
+  CalibrationStatus calibration;    ///< source, kernel build comparison, shape used
 };
 
-/// Builds the model. With a calibration whose (block_q, block_k, head_dim) differ from the plan's,
-/// per-tile and per-chunk costs are scaled by the ratio of tile FLOPs (block_q x block_k x
-/// head_dim) and a note says so. Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs
-/// forward (Q K^T and P V) at peak x attention_efficiency; backward_flop_ratio times that
-/// backward; a chunk costs gather_slowdown tiles; a list costs nothing (no evidence for a figure). Throws InputError for non-positive sizes or a
-/// GPU without a peak rate.
+/// Builds the model. A calibration's coefficients are those of the exact (block_q, block_k,
+/// head_dim) shape when it lists that shape. Otherwise the model is marked extrapolated
+/// (calibration.extrapolated, and a note): it takes the nearest calibrated shape (same head dim
+/// first, then the smallest |log2| distance of the three sizes, then the first listed) and scales
+/// its per-tile and per-chunk costs by the ratio of tile FLOPs (block_q x block_k x head_dim), its
+/// per-list cost by the ratio of query block x head dim (the Q block loaded and the output merged
+/// per list), and keeps its launch cost. A measured calibration from another kernel build than
+/// this one (core/kernel_build.hpp) is marked stale, a published one says so (calibration_notes).
+/// Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs forward (Q K^T and P V) at
+/// peak x attention_efficiency; backward_flop_ratio times that backward; a chunk costs
+/// gather_slowdown tiles; a list costs nothing (no evidence for a figure). Throws InputError for
+/// non-positive sizes or a GPU without a peak rate.
 AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
                                              const RooflineAssumptions& assumptions = {});
 

@@ -79,7 +79,24 @@ nlohmann::json ring_json(const SimulationResult& result, const RingPassResult& p
           {"transfers", transfers}};
 }
 
+nlohmann::json shape_json(const KernelShape& s) {
+  return {{"block_q", s.block_q}, {"block_k", s.block_k}, {"head_dim", s.head_dim}};
+}
+
 }  // namespace
+
+nlohmann::json calibration_status_json(const CalibrationStatus& status) {
+  nlohmann::json out = {{"source", status.source},
+                        {"gpu", status.gpu},
+                        {"this_kernel_build", status.this_kernel_build},
+                        {"stale", status.stale},
+                        {"shape", shape_json(status.shape)},
+                        {"calibrated_shape", status.calibrated_shape ? shape_json(*status.calibrated_shape) : nlohmann::json()},
+                        {"extrapolated", status.extrapolated}};
+  if (status.measured()) out["kernel_build"] = status.kernel_build;
+  if (status.extrapolated) out["scaling"] = status.scaling;
+  return out;
+}
 
 nlohmann::json result_summary_json(const SimulationResult& r) {
   nlohmann::json layers = nlohmann::json::array();
@@ -112,6 +129,7 @@ nlohmann::json result_summary_json(const SimulationResult& r) {
           {"dense", r.dense},
           {"calibrated", r.calibrated},
           {"cost_source", r.cost_source},
+          {"calibration", calibration_status_json(r.calibration)},
           {"notes", r.notes},
           {"parallel",
            {{"context_parallel", r.context_parallel},

@@ -10,6 +10,10 @@
 
 namespace sparsering {
 
+/// What the kernel costs rest on (docs/simulator.md, "calibration"): source, kernel builds, stale,
+/// the shape asked for and the calibrated shape used, extrapolated and how.
+nlohmann::json calibration_status_json(const CalibrationStatus& status);
+
 /// Everything, including per-rank per-step ring records (when the result kept them).
 nlohmann::json result_to_json(const SimulationResult& result);
 

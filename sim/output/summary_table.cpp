@@ -24,7 +24,9 @@ void print_summary(std::ostream& out, const SimulationResult& r) {
       << ", ring levels";
   for (const int64_t size : r.ring_levels) out << " " << size;
   out << ", layout " << safe(r.layout) << (r.dense ? ", dense attention" : ", sparse attention") << "\n";
-  out << "kernel costs: " << safe(r.cost_source) << (r.calibrated ? "" : "  [UNCALIBRATED]") << "\n\n";
+  out << "kernel costs: " << safe(r.cost_source) << (r.calibrated ? "" : "  [UNCALIBRATED]")
+      << (r.calibration.published() ? "  [PUBLISHED FIGURES]" : "") << (r.calibration.stale ? "  [STALE CALIBRATION]" : "")
+      << (r.calibration.extrapolated ? "  [EXTRAPOLATED SHAPE]" : "") << "\n\n";
 
   Table step({"step", "ms"});
   step.add_row({"forward (layers + LM head)", ms(r.step.forward_ns)});

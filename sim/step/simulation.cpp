@@ -355,6 +355,7 @@ void StepSimulation::build_models() {
   gemm_ = make_gemm_cost_model(gpu, options.roofline);
   result.calibrated = cost_.calibrated;
   result.cost_source = cost_.source;
+  result.calibration = cost_.calibration;
   result.notes.insert(result.notes.end(), cost_.notes.begin(), cost_.notes.end());
   if (!gemm_.calibrated) {
     result.notes.push_back(str("GEMMs at an assumed ", options.roofline.gemm_efficiency, " of peak (uncalibrated)"));

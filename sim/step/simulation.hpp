@@ -106,7 +106,8 @@ struct SimulationResult {
   bool dense = false;                  ///< dense attention (no sparsity)
   bool calibrated = false;             ///< kernel costs from a calibration (false = roofline)
   std::string cost_source;
-  std::vector<std::string> notes;      ///< assumptions that apply (uncalibrated, rescaled, ...)
+  CalibrationStatus calibration;       ///< the kernel costs' calibration: source, stale, shape used
+  std::vector<std::string> notes;      ///< assumptions that apply (uncalibrated, stale, extrapolated, ...)
   int64_t context_parallel = 1;
   int64_t head_parallel = 1;
   int64_t data_parallel = 1;

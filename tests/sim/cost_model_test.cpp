@@ -1,13 +1,17 @@
 // Kernel and GEMM cost models: exact times against hand-computed formulas, calibrated and
-// roofline (sim/cost/kernel_cost.hpp).
+// roofline (sim/cost/kernel_cost.hpp); which calibrated shape supplies the coefficients and how an
+// uncalibrated shape is extrapolated and marked; stale and published calibrations
+// (sim/cost/calibration_status.hpp).
 #include "sim/cost/kernel_cost.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
 #include "common/error.hpp"
+#include "core/kernel_build.hpp"
 
 namespace sparsering {
 namespace {
@@ -21,14 +25,24 @@ GpuConfig roofline_gpu() {
   return gpu;
 }
 
-GpuConfig calibrated_gpu() {
+CalibratedShape shape_entry(KernelShape shape, KernelCostCoefficients forward, KernelCostCoefficients backward) {
+  CalibratedShape s;
+  s.shape = shape;
+  s.forward = forward;
+  s.backward = backward;
+  return s;
+}
+
+/// Calibrated on this build's kernels at 64x64x128 (and, with `more`, at 128x128x128 and 64x64x64).
+GpuConfig calibrated_gpu(bool more = false) {
   GpuConfig gpu = roofline_gpu();
   GpuCalibration cal;
-  cal.block_q = 64;
-  cal.block_k = 64;
-  cal.head_dim = 128;
-  cal.forward = {5.0, 0.01, 0.02};
-  cal.backward = {7.0, 0.025, 0.05};
+  cal.kernel_build = std::string(this_kernel_build());
+  cal.shapes.push_back(shape_entry({64, 64, 128}, {5.0, 0.0, 0.01, 0.02}, {7.0, 0.0, 0.025, 0.05}));
+  if (more) {
+    cal.shapes.push_back(shape_entry({128, 128, 128}, {6.0, 0.05, 0.035, 0.045}, {8.0, 0.02, 0.09, 0.2}));
+    cal.shapes.push_back(shape_entry({64, 64, 64}, {4.0, 0.01, 0.006, 0.011}, {5.0, 0.01, 0.015, 0.03}));
+  }
   cal.gemm_efficiency = 0.75;
   cal.provenance.date = "2025-01-01";
   gpu.calibration = cal;
@@ -58,12 +72,106 @@ TEST(CostModelTest, PerListCostIsChargedPerNonEmptyList) {
   EXPECT_EQ(kernel_time_ns(c, WorkCounts{}, 16), 0) << "no list, no tile, no chunk: no launch";
 }
 
-TEST(CostModelTest, CalibrationRescaledToOtherBlocks) {
+TEST(CostModelTest, ExactShapeIsUsedWhenCalibrated) {
+  const GpuConfig gpu = calibrated_gpu(true);
+  for (const KernelShape& shape : {KernelShape{64, 64, 128}, KernelShape{128, 128, 128}, KernelShape{64, 64, 64}}) {
+    const AttentionCostModel m = make_attention_cost_model(gpu, shape.block_q, shape.block_k, shape.head_dim);
+    const CalibratedShape& entry = *gpu.calibration->find(shape);
+    EXPECT_EQ(m.forward.per_list_us, entry.forward.per_list_us) << to_string(shape);
+    EXPECT_EQ(m.forward.per_tile_us, entry.forward.per_tile_us) << to_string(shape);
+    EXPECT_EQ(m.backward.per_vertical_chunk_us, entry.backward.per_vertical_chunk_us) << to_string(shape);
+    EXPECT_FALSE(m.calibration.extrapolated);
+    EXPECT_EQ(m.calibration.calibrated_shape, shape);
+    EXPECT_TRUE(m.notes.empty()) << m.notes.front();
+  }
+}
+
+TEST(CostModelTest, UncalibratedShapeIsExtrapolatedAndMarked) {
+  // 128x64x128 from 64x64x128: tile FLOPs x2, query block x head dim x2, launch kept.
   const AttentionCostModel m = make_attention_cost_model(calibrated_gpu(), 128, 64, 128);
-  ASSERT_EQ(m.notes.size(), 1U);
+  EXPECT_TRUE(m.calibrated);
+  EXPECT_TRUE(m.calibration.extrapolated);
+  EXPECT_EQ(m.calibration.shape, (KernelShape{128, 64, 128}));
+  EXPECT_EQ(m.calibration.calibrated_shape, (KernelShape{64, 64, 128}));
   EXPECT_DOUBLE_EQ(m.forward.per_tile_us, 0.02);
   EXPECT_DOUBLE_EQ(m.forward.per_vertical_chunk_us, 0.04);
   EXPECT_DOUBLE_EQ(m.forward.launch_us, 5.0);
+  ASSERT_EQ(m.notes.size(), 1U);
+  EXPECT_NE(m.notes[0].find("extrapolated: kernel shape 128x64x128"), std::string::npos) << m.notes[0];
+  EXPECT_NE(m.notes[0].find("coefficients of 64x64x128"), std::string::npos) << m.notes[0];
+  EXPECT_NE(m.calibration.scaling.find("x2 (tile FLOPs)"), std::string::npos) << m.calibration.scaling;
+}
+
+TEST(CostModelTest, ExtrapolationTakesTheNearestCalibratedShape) {
+  const GpuConfig gpu = calibrated_gpu(true);
+  // 256x256x128: same head dim first; 128x128x128 is one doubling per block away, 64x64x128 two.
+  const AttentionCostModel wide = make_attention_cost_model(gpu, 256, 256, 128);
+  EXPECT_EQ(wide.calibration.calibrated_shape, (KernelShape{128, 128, 128}));
+  EXPECT_DOUBLE_EQ(wide.forward.per_tile_us, 0.035 * 4.0);
+  EXPECT_DOUBLE_EQ(wide.forward.per_list_us, 0.05 * 2.0);
+  EXPECT_DOUBLE_EQ(wide.backward.launch_us, 8.0);
+  // 128x128x64: same head dim (64x64x64) wins over the same blocks at another head dim.
+  const AttentionCostModel narrow = make_attention_cost_model(gpu, 128, 128, 64);
+  EXPECT_EQ(narrow.calibration.calibrated_shape, (KernelShape{64, 64, 64}));
+  EXPECT_DOUBLE_EQ(narrow.forward.per_tile_us, 0.006 * 4.0);
+  EXPECT_DOUBLE_EQ(narrow.forward.per_list_us, 0.01 * 2.0);
+  // Brute force over every supported shape: the chosen entry is calibrated, has the wanted head
+  // dim whenever one does, and no entry of that head dim is nearer.
+  for (const int64_t bq : {64, 128, 192, 256, 512}) {
+    for (const int64_t bk : {64, 128, 256}) {
+      for (const int64_t dim : {64, 128}) {
+        const AttentionCostModel m = make_attention_cost_model(gpu, bq, bk, dim);
+        ASSERT_TRUE(m.calibration.calibrated_shape.has_value());
+        const KernelShape used = *m.calibration.calibrated_shape;
+        EXPECT_EQ(used.head_dim, dim);
+        const auto distance = [&](const KernelShape& s) {
+          return std::abs(std::log2(static_cast<double>(s.block_q) / static_cast<double>(bq))) +
+                 std::abs(std::log2(static_cast<double>(s.block_k) / static_cast<double>(bk)));
+        };
+        for (const CalibratedShape& other : gpu.calibration->shapes) {
+          if (other.shape.head_dim == dim) {
+            EXPECT_LE(distance(used), distance(other.shape)) << bq << "x" << bk << "x" << dim;
+          }
+        }
+        EXPECT_EQ(m.calibration.extrapolated, !(used == KernelShape{bq, bk, dim}));
+      }
+    }
+  }
+}
+
+TEST(CostModelTest, StaleAndPublishedCalibrationsAreMarked) {
+  GpuConfig gpu = calibrated_gpu();
+  EXPECT_FALSE(make_attention_cost_model(gpu, 64, 64, 128).calibration.stale);
+  gpu.calibration->kernel_build = "unknown";
+  const AttentionCostModel stale = make_attention_cost_model(gpu, 64, 64, 128);
+  EXPECT_TRUE(stale.calibration.stale);
+  EXPECT_EQ(stale.calibration.kernel_build, "unknown");
+  EXPECT_EQ(stale.calibration.this_kernel_build, this_kernel_build());
+  ASSERT_EQ(stale.notes.size(), 1U);
+  EXPECT_NE(stale.notes[0].find("stale calibration"), std::string::npos);
+  const std::string warning = stale_calibration_warning(stale.calibration);
+  EXPECT_NE(warning.find("measured on kernel build unknown (not recorded)"), std::string::npos) << warning;
+  EXPECT_NE(warning.find(std::string(this_kernel_build())), std::string::npos) << warning;
+  EXPECT_NE(warning.find("run_calibrate_on_device.sh"), std::string::npos) << warning;
+  // Another recorded build is stale too; this build's is not.
+  const CalibrationStatus other = kernel_build_status(gpu, "sha256:" + std::string(64, 'f'));
+  EXPECT_TRUE(other.stale);
+  gpu.calibration->kernel_build = "sha256:" + std::string(64, 'f');
+  EXPECT_FALSE(kernel_build_status(gpu, "sha256:" + std::string(64, 'f')).stale);
+  EXPECT_TRUE(stale_calibration_warning(kernel_build_status(gpu, "sha256:" + std::string(64, 'f'))).empty());
+  // Published figures are never compared with a build, and say what they are.
+  gpu.calibration->source = CalibrationSource::published;
+  gpu.calibration->kernel_build.clear();
+  gpu.calibration->sources = {"a paper, table 1: 20 ns per tile"};
+  const AttentionCostModel published = make_attention_cost_model(gpu, 64, 64, 128);
+  EXPECT_FALSE(published.calibration.stale);
+  EXPECT_TRUE(published.calibration.published());
+  EXPECT_NE(published.source.find("published figures"), std::string::npos);
+  ASSERT_EQ(published.notes.size(), 1U);
+  EXPECT_NE(published.notes[0].find("published figures"), std::string::npos);
+  // No calibration: roofline, nothing to compare.
+  EXPECT_FALSE(make_attention_cost_model(roofline_gpu(), 64, 64, 128).calibration.stale);
+  EXPECT_EQ(make_attention_cost_model(roofline_gpu(), 64, 64, 128).calibration.source, "roofline");
 }
 
 TEST(CostModelTest, RooflineKernelTime) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "core/kernel_build.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
@@ -39,11 +40,12 @@ inline GpuConfig small_gpu() {
   gpu.peak_tflops_bf16 = 1000;
   gpu.memory_bandwidth_gbytes_per_s = 3000;
   GpuCalibration cal;
-  cal.block_q = 64;
-  cal.block_k = 64;
-  cal.head_dim = 64;
-  cal.forward = {2.0, 0.01, 0.02};
-  cal.backward = {3.0, 0.025, 0.05};
+  cal.kernel_build = std::string(this_kernel_build());
+  CalibratedShape shape;
+  shape.shape = {64, 64, 64};
+  shape.forward = {2.0, 0.0, 0.01, 0.02};
+  shape.backward = {3.0, 0.0, 0.025, 0.05};
+  cal.shapes = {shape};
   cal.gemm_efficiency = 0.5;
   gpu.calibration = cal;
   return gpu;

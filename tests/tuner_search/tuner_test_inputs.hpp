@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "core/kernel_build.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
 #include "traces/synth/synthetic_trace.hpp"
@@ -35,11 +36,12 @@ inline GpuConfig test_gpu(double memory_gib, bool roofline = false) {
   gpu.memory_bandwidth_gbytes_per_s = 2000;
   if (!roofline) {
     GpuCalibration cal;
-    cal.block_q = 64;
-    cal.block_k = 64;
-    cal.head_dim = 64;
-    cal.forward = {3.0, 0.02, 0.03};
-    cal.backward = {4.0, 0.05, 0.07};
+    cal.kernel_build = std::string(this_kernel_build());
+    CalibratedShape shape;
+    shape.shape = {64, 64, 64};
+    shape.forward = {3.0, 0.0, 0.02, 0.03};
+    shape.backward = {4.0, 0.0, 0.05, 0.07};
+    cal.shapes = {shape};
     cal.gemm_efficiency = 0.5;
     gpu.calibration = cal;
   }

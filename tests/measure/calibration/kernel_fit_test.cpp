@@ -1,6 +1,6 @@
 // Tests of measure/calibration/kernel_fit.hpp: exact recovery from noise-free data, recovery of
-// known coefficients from fresh noisy data, the non-negativity rule, terms with no data, the
-// residual figures against hand-computed values, and refusal of bad samples.
+// known coefficients from fresh noisy data, the per-list term, the non-negativity rule, terms with
+// no data, the residual figures against hand-computed values, rounding, and refusal of bad samples.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +20,7 @@ std::vector<KernelSample> grid(const KernelCostCoefficients& c, double noise, st
   for (const int64_t tiles : {int64_t{0}, int64_t{1000}, int64_t{30000}, int64_t{400000}, int64_t{2000000}}) {
     for (const int64_t chunks : {int64_t{0}, int64_t{5000}, int64_t{80000}, int64_t{600000}}) {
       if (tiles == 0 && chunks == 0) continue;
-      samples.push_back({tiles, chunks, predict_kernel_us(c, tiles, chunks) * (1.0 + jitter(rng))});
+      samples.push_back({tiles, chunks, predict_kernel_us(c, 0, tiles, chunks) * (1.0 + jitter(rng))});
     }
   }
   return samples;
@@ -28,7 +28,7 @@ std::vector<KernelSample> grid(const KernelCostCoefficients& c, double noise, st
 
 TEST(KernelFit, RecoversExactCoefficientsWithoutNoise) {
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(1));
-  const KernelCostCoefficients truth{12.5, 0.0081, 0.0133};
+  const KernelCostCoefficients truth{12.5, 0.0, 0.0081, 0.0133};
   const KernelFit fit = fit_kernel_cost(grid(truth, 0.0, rng));
   EXPECT_NEAR(fit.coefficients.launch_us, truth.launch_us, 1e-6);
   EXPECT_NEAR(fit.coefficients.per_tile_us, truth.per_tile_us, 1e-10);
@@ -41,7 +41,7 @@ TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> pick(0.5, 2.0);
   for (int trial = 0; trial < 20; ++trial) {
-    const KernelCostCoefficients truth{20.0 * pick(rng), 0.01 * pick(rng), 0.02 * pick(rng)};
+    const KernelCostCoefficients truth{20.0 * pick(rng), 0.0, 0.01 * pick(rng), 0.02 * pick(rng)};
     const KernelFit fit = fit_kernel_cost(grid(truth, 0.01, rng));
     EXPECT_NEAR(fit.coefficients.launch_us / truth.launch_us, 1.0, 0.15);  // set by the few smallest launches
     EXPECT_NEAR(fit.coefficients.per_tile_us / truth.per_tile_us, 1.0, 0.03);
@@ -53,28 +53,39 @@ TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
   }
 }
 
-TEST(KernelFit, RecoversAPerListCostWhenAsked) {
-  // Launches of 1-48 tiles per list over 1K-32K lists, the shape of the benchmark grid; the
-  // three-term form cannot absorb the per-list cost, the four-term form recovers it.
+TEST(KernelFit, RecoversAPerListCost) {
+  // Launches of 1-48 tiles per list over 1K-32K lists, the shape of the benchmark grid: the fit
+  // recovers the per-list cost beside the per-tile and per-chunk costs; without list counts it
+  // cannot, and the three remaining terms leave large errors.
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::normal_distribution<double> jitter(0.0, 0.01);
-  const KernelCostCoefficients truth{8.0, 0.0097, 0.0097};
-  const double per_list = 0.03;
+  const KernelCostCoefficients truth{8.0, 0.03, 0.0097, 0.0097};
   std::vector<KernelSample> samples;
   for (const int64_t lists : {int64_t{1024}, int64_t{4096}, int64_t{32768}}) {
     for (const auto& [t, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {4, 0}, {48, 0}, {0, 2}, {4, 4}, {8, 16}}) {
-      const double time = predict_kernel_us(truth, lists * t, lists * c, per_list, lists) * (1.0 + jitter(rng));
+      const double time = predict_kernel_us(truth, lists, lists * t, lists * c) * (1.0 + jitter(rng));
       samples.push_back({lists * t, lists * c, time, lists});
     }
   }
-  const KernelFit three = fit_kernel_cost(samples);
-  EXPECT_EQ(three.per_list_us, 0.0);
-  EXPECT_GT(three.max_relative_error, 0.3);
-  const KernelFit four = fit_kernel_cost(samples, true);
-  EXPECT_NEAR(four.per_list_us / per_list, 1.0, 0.05);
+  const KernelFit four = fit_kernel_cost(samples);
+  EXPECT_NEAR(four.coefficients.per_list_us / truth.per_list_us, 1.0, 0.05);
   EXPECT_NEAR(four.coefficients.per_tile_us / truth.per_tile_us, 1.0, 0.05);
   EXPECT_NEAR(four.coefficients.per_vertical_chunk_us / truth.per_vertical_chunk_us, 1.0, 0.05);
   EXPECT_LT(four.max_relative_error, 0.05);
+  std::vector<KernelSample> without_lists = samples;
+  for (KernelSample& s : without_lists) s.lists = 0;
+  const KernelFit three = fit_kernel_cost(without_lists);
+  EXPECT_EQ(three.coefficients.per_list_us, 0.0);
+  EXPECT_GT(three.max_relative_error, 0.3);
+}
+
+TEST(KernelFit, RoundsToFourSignificantDigits) {
+  const KernelCostCoefficients c = rounded_coefficients({289.94, 0.0200949, 0.03271449, 0.0900751});
+  EXPECT_EQ(c.launch_us, 289.9);
+  EXPECT_EQ(c.per_list_us, 0.02009);
+  EXPECT_EQ(c.per_tile_us, 0.03271);
+  EXPECT_EQ(c.per_vertical_chunk_us, 0.09008);
+  EXPECT_EQ(rounded_coefficients({}).per_list_us, 0.0);
 }
 
 TEST(KernelFit, PinsANegativeLaunchCostAtZero) {
@@ -98,7 +109,7 @@ TEST(KernelFit, TermWithoutDataGetsZero) {
 TEST(KernelFit, ResidualFiguresMatchHandComputation) {
   // Model: 10 + 1 x tiles. Predictions 11, 20, 110 against times 10, 25, 100:
   // errors +10%, -20%, +10%; median |err| 10%, max 20%.
-  const KernelCostCoefficients c{10.0, 1.0, 0.0};
+  const KernelCostCoefficients c{10.0, 0.0, 1.0, 0.0};
   const std::vector<KernelSample> samples{{1, 0, 10.0}, {10, 0, 25.0}, {100, 0, 100.0}};
   const KernelFit fit = evaluate_kernel_cost(c, samples);
   ASSERT_EQ(fit.relative_errors.size(), 3u);

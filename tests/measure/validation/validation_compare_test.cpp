@@ -222,5 +222,34 @@ TEST(ValidationOutputs, JsonTimelineAndTableCarryTheFigures) {
   EXPECT_NE(table.str().find("target per-layer attention time"), std::string::npos);
 }
 
+TEST(ValidationOutputs, AStaleCalibrationMakesTheComparisonNotMeaningful) {
+  // A prediction from a calibration measured on an unrecorded kernel build.
+  LoadedPlan loaded = plan_32k("zigzag", 2, true);
+  loaded.cluster.gpu_config.calibration->kernel_build = "unknown";
+  SimulationResult result = predict(loaded, &sample_trace());
+  const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 0, 0);
+  ASSERT_TRUE(result.calibration.stale);
+  const ValidationReport stale = compare_layer(problem, result, echo(result, 0, 1.0));
+  EXPECT_FALSE(stale.comparison_meaningful);
+  const nlohmann::json doc = validation_to_json(stale, nlohmann::json::object());
+  EXPECT_EQ(doc["comparison_meaningful"], false);
+  EXPECT_EQ(doc["calibration"]["stale"], true);
+  EXPECT_EQ(doc["calibration"]["kernel_build"], "unknown");
+  std::ostringstream table;
+  print_validation(table, stale);
+  EXPECT_NE(table.str().find("NOT MEANINGFUL: the prediction's calibration was measured on kernel build unknown"),
+            std::string::npos)
+      << table.str();
+  EXPECT_NE(table.str().find("(not meaningful: stale calibration)"), std::string::npos);
+  // The same prediction from a calibration of this build is a meaningful comparison.
+  result.calibration.stale = false;
+  const ValidationReport current = compare_layer(problem, result, echo(result, 0, 1.0));
+  EXPECT_TRUE(current.comparison_meaningful);
+  std::ostringstream current_table;
+  print_validation(current_table, current);
+  EXPECT_EQ(current_table.str().find("NOT MEANINGFUL"), std::string::npos);
+  EXPECT_EQ(validation_to_json(current, nlohmann::json::object())["comparison_meaningful"], true);
+}
+
 }  // namespace
 }  // namespace sparsering

@@ -1,0 +1,54 @@
+#include "measure/calibration/heldout_error.hpp"
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "common/error.hpp"
+
+namespace sparsering {
+
+HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<const int64_t> case_ids, int64_t folds,
+                           uint64_t seed) {
+  require(samples.size() == case_ids.size(), "held-out error: ", samples.size(), " samples but ", case_ids.size(),
+          " case ids");
+  require(folds >= 2, "held-out error needs at least 2 folds, got ", folds);
+  std::vector<int64_t> cases(case_ids.begin(), case_ids.end());
+  std::sort(cases.begin(), cases.end());
+  cases.erase(std::unique(cases.begin(), cases.end()), cases.end());
+  require(static_cast<int64_t>(cases.size()) >= folds, "held-out error with ", folds, " folds needs at least ", folds,
+          " benchmark cases, got ", cases.size());
+  // Fisher-Yates with the generator's raw output (std::shuffle's draws differ between standard
+  // libraries), so a seed gives the same folds everywhere.
+  std::mt19937_64 rng(seed);
+  for (size_t k = cases.size(); k > 1; --k) std::swap(cases[k - 1], cases[rng() % k]);
+  std::map<int64_t, int64_t> fold_of;
+  for (size_t k = 0; k < cases.size(); ++k) fold_of[cases[k]] = static_cast<int64_t>(k) % folds;
+
+  HeldOutError out;
+  out.folds = folds;
+  out.seed = seed;
+  out.samples = static_cast<int64_t>(samples.size());
+  out.relative_errors.assign(samples.size(), 0.0);
+  for (int64_t fold = 0; fold < folds; ++fold) {
+    std::vector<KernelSample> training;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      if (fold_of.at(case_ids[k]) != fold) training.push_back(samples[k]);
+    }
+    KernelCostCoefficients c;
+    try {
+      c = rounded_coefficients(fit_kernel_cost(training).coefficients);
+    } catch (const InputError& error) {
+      throw InputError(str("held-out fold ", fold + 1, " of ", folds, " (seed ", seed, "): ", error.what()));
+    }
+    for (size_t k = 0; k < samples.size(); ++k) {
+      if (fold_of.at(case_ids[k]) != fold) continue;
+      const KernelSample& s = samples[k];
+      out.relative_errors[k] = (predict_kernel_us(c, s.lists, s.tiles, s.column_chunks) - s.time_us) / s.time_us;
+    }
+  }
+  std::tie(out.median_relative_error, out.max_relative_error) = median_and_max_magnitude(out.relative_errors);
+  return out;
+}
+
+}  // namespace sparsering

@@ -212,6 +212,18 @@ TEST(ClusterConfig, ShippedLevelsSayWhereTheirLinksComeFrom) {
   EXPECT_EQ(describe_link_source(*mtraining.inter_node), "inter_node (infiniband): published curve, 1 point, latency 9.6 us");
 }
 
+/// kCluster with `keys` (indented lines) added to the intra-node level (which has a curve) or to
+/// the inter-node level (which has none).
+std::string with_level_keys(const std::string& level, const std::string& keys) {
+  std::string text = kCluster;
+  if (level == "intra_node") {
+    text.replace(text.find("  curve:"), 8, keys + "\n  curve:");
+  } else {
+    text.replace(text.find("  latency_us: 9.6"), 17, "  latency_us: 9.6\n" + keys);
+  }
+  return text;
+}
+
 TEST(ClusterConfig, LinkSourceDefaultsToWhatTheCurveSays) {
   const ClusterConfig cluster = parse_cluster(kCluster, "c.yaml");
   EXPECT_EQ(cluster.intra_node.source, LinkSource::measured);  // a curve without a source was measured
@@ -219,52 +231,42 @@ TEST(ClusterConfig, LinkSourceDefaultsToWhatTheCurveSays) {
   EXPECT_EQ(cluster.inter_node->source, LinkSource::line_rate);
   EXPECT_EQ(describe_link_source(*cluster.inter_node),
             "inter_node (infiniband): line rate 50 GB/s, latency 9.6 us (no measured or published curve)");
-  std::string published = kCluster;
-  published.replace(published.find("  curve:"), 8, "  source: published\n  sources: [\"paper, figure 1: 1 MiB at 100 GB/s\"]\n  curve:");
-  const ClusterConfig cited = parse_cluster(published, "c.yaml");
+  const ClusterConfig cited = parse_cluster(
+      with_level_keys("intra_node", "  source: published\n  sources: [\"paper, figure 1: 1 MiB at 100 GB/s\"]"), "c.yaml");
   EXPECT_EQ(cited.intra_node.source, LinkSource::published);
   ASSERT_EQ(cited.intra_node.sources.size(), 1U);
   EXPECT_EQ(cited.intra_node.sources[0], "paper, figure 1: 1 MiB at 100 GB/s");
-  std::string explicit_line_rate = kCluster;
-  explicit_line_rate.replace(explicit_line_rate.find("  latency_us: 9.6"), 17, "  latency_us: 9.6\n  source: line_rate");
-  EXPECT_EQ(parse_cluster(explicit_line_rate, "c.yaml").inter_node->source, LinkSource::line_rate);
+  EXPECT_EQ(parse_cluster(with_level_keys("inter_node", "  source: line_rate"), "c.yaml").inter_node->source,
+            LinkSource::line_rate);
 }
 
 TEST(ClusterConfig, RejectsContradictoryLinkSources) {
-  const auto with_intra = [](const std::string& keys) {
-    std::string text = kCluster;
-    text.replace(text.find("  curve:"), 8, keys + "\n  curve:");
-    return text;
+  struct Case {
+    const char* level;
+    std::string keys;
+    std::string message;
   };
-  const auto with_inter = [](const std::string& keys) {
-    std::string text = kCluster;
-    text.replace(text.find("  latency_us: 9.6"), 17, "  latency_us: 9.6\n" + keys);
-    return text;
+  const std::vector<Case> cases = {
+      {"intra_node", "  source: line_rate", "c.yaml: cluster.intra_node.source is line_rate but the level has a curve"},
+      {"inter_node", "  source: published\n  sources: [\"x\"]", "cluster.inter_node.source is published but the level has no curve"},
+      {"inter_node", "  source: measured", "cluster.inter_node.source is measured but the level has no curve"},
+      {"intra_node", "  source: published", "cluster.intra_node.sources is required with source: published"},
+      {"intra_node", "  source: published\n  sources: []", "cluster.intra_node.sources is required with source: published"},
+      {"inter_node", "  sources: [\"datasheet\"]",
+       "cluster.inter_node.sources cites figures, but the level has no curve (source: line_rate)"},
+      {"intra_node", "  source: guessed",
+       "cluster.intra_node.source must be one of line_rate, measured, published; got \"guessed\""},
+      {"intra_node", "  source: published\n  sources: [\"\"]", "cluster.intra_node.sources[0] must not be empty"},
+      {"intra_node", "  source: published\n  sources: [[a]]", "cluster.intra_node.sources[0] must be a string, got a sequence"},
+      {"intra_node", "  source: published\n  sources: \"one\"", "cluster.intra_node.sources must be a sequence"},
+      {"intra_node", "  source: published\n  sources: [\"" + std::string(513, 'x') + "\"]",
+       "cluster.intra_node.sources[0] must be at most 512 characters, got 513"},
+      {"intra_node", "  source: published\n  sources: [\"a\\x1b[2Jb\"]", "cluster.intra_node.sources[0]"},
   };
-  expect_input_error([&] { parse_cluster(with_intra("  source: line_rate"), "c.yaml"); },
-                     {"c.yaml: cluster.intra_node.source is line_rate but the level has a curve"});
-  expect_input_error([&] { parse_cluster(with_inter("  source: published\n  sources: [\"x\"]"), "c.yaml"); },
-                     {"cluster.inter_node.source is published but the level has no curve"});
-  expect_input_error([&] { parse_cluster(with_inter("  source: measured"), "c.yaml"); },
-                     {"cluster.inter_node.source is measured but the level has no curve"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published"), "c.yaml"); },
-                     {"cluster.intra_node.sources is required with source: published"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: []"), "c.yaml"); },
-                     {"cluster.intra_node.sources is required with source: published"});
-  expect_input_error([&] { parse_cluster(with_inter("  sources: [\"datasheet\"]"), "c.yaml"); },
-                     {"cluster.inter_node.sources cites figures, but the level has no curve (source: line_rate)"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: guessed"), "c.yaml"); },
-                     {"cluster.intra_node.source must be one of line_rate, measured, published; got \"guessed\""});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [\"\"]"), "c.yaml"); },
-                     {"cluster.intra_node.sources[0] must not be empty"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [[a]]"), "c.yaml"); },
-                     {"cluster.intra_node.sources[0] must be a string, got a sequence"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: \"one\""), "c.yaml"); },
-                     {"cluster.intra_node.sources must be a sequence"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [\"" + std::string(513, 'x') + "\"]"), "c.yaml"); },
-                     {"cluster.intra_node.sources[0] must be at most 512 characters, got 513"});
-  expect_input_error([&] { parse_cluster(with_intra("  source: published\n  sources: [\"a\\x1b[2Jb\"]"), "c.yaml"); },
-                     {"cluster.intra_node.sources[0]"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.keys);
+    expect_input_error([&] { parse_cluster(with_level_keys(c.level, c.keys), "c.yaml"); }, {c.message});
+  }
 }
 
 TEST(ClusterConfig, LoadResolvesTheGpuBesideTheClusterFolder) {

@@ -1,9 +1,12 @@
 // `sparsering export PLAN --to megatron|te|torchtitan|mtraining|chakra|torch --out DIR`
 //   [--durations SIM.json | --trace T.safetensors [--sample N]] [--layers N]   (chakra)
 //   [--pattern-config NAME] [--torchtitan-format python|toml-v0.2] [--force]
-// Loads the plan with its model and cluster, hands it to the exporter (tuner/export/), writes the
-// files and NOTES.md into DIR, and prints what the target cannot express of the plan. Tested by
-// tests/tuner/export_command_test.cpp, which runs the built binary.
+// Loads the plan with its model and cluster, refuses an export estimated beyond --max-memory-gib
+// (tuner/export/export_budget.hpp), hands it to the exporter (tuner/export/), writes the files and
+// NOTES.md into DIR, and prints what the target cannot express of the plan. Tested by
+// tests/tuner/export_command_test.cpp, which runs the built binary, and
+// tests/cli/resource_budget_cli_test.cpp.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,7 +15,9 @@
 #include "cli/commands.hpp"
 #include "common/error.hpp"
 #include "common/json_text.hpp"
+#include "common/memory_budget.hpp"
 #include "sim/config/plan_config.hpp"
+#include "tuner/export/export_budget.hpp"
 #include "tuner/export/export_plan.hpp"
 
 namespace sparsering::cli {
@@ -42,7 +47,22 @@ void run_export(const ExportCommandOptions& o, const GlobalOptions& global) {
   options.torchtitan_format = parse_torchtitan_format(o.torchtitan_format);
   options.chakra_layers = o.layers;
   options.pattern_config_name = o.pattern_config;
-  const ExportBundle bundle = export_plan(target, ExportInput{loaded.plan, loaded.model, loaded.cluster}, options);
+  const ExportInput input{loaded.plan, loaded.model, loaded.cluster};
+  // Estimate before work: refuse what would not fit in the memory budget.
+  std::error_code size_error;
+  const std::filesystem::path read_by_chakra = !o.durations_path.empty()  ? std::filesystem::path(o.durations_path)
+                                               : !o.trace_path.empty()    ? std::filesystem::path(o.trace_path)
+                                                                          : loaded.plan.trace_path;
+  const double input_bytes = target == ExportTarget::chakra && !read_by_chakra.empty()
+                                 ? static_cast<double>(std::filesystem::file_size(read_by_chakra, size_error))
+                                 : 0.0;
+  const ExportMemoryEstimate estimate = estimate_export_memory(target, input, options, size_error ? 0.0 : input_bytes);
+  const std::string what = str("exporting plan ", o.plan_path, " to ", to_string(target));
+  memory_activity() = MemoryActivity{what, estimate.bytes, global.memory_budget_gib()};
+  require_memory_budget(what, estimate.bytes, global.memory_budget_gib(),
+                        str("largest: ", largest_items(estimate.parts),
+                            ". Export a plan with fewer tokens or GPUs, or raise --max-memory-gib"));
+  const ExportBundle bundle = export_plan(target, input, options);
   const auto written = write_export_bundle(bundle, global.out, global.force);
   if (global.format == OutputFormat::json) {
     nlohmann::json files = nlohmann::json::array();

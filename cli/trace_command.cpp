@@ -1,9 +1,10 @@
 // `sparsering trace`: the command group for sparsity traces.
 //   trace synth --model M.yaml --seq-len 512K [--samples S] [--drift D] [--seed N] --out T.safetensors
 //   trace info T.safetensors [--recall P] [--max-verticals N] [--max-slashes N] [--block B] [--per-head]
-// The callbacks only turn flags into library calls (traces/, sim/config/); tested by
-// tests/traces/cli_trace_test.cpp, which runs the built binary, and by tests/cli/
-// (hostile_input_cli_test.cpp, hostile_output_cli_test.cpp).
+// synth checks its output first, then estimates its memory (estimate_synth_memory) and refuses a
+// request beyond --max-memory-gib before allocating. The callbacks only turn flags into library
+// calls (traces/, sim/config/); tested by tests/traces/cli_trace_test.cpp, which runs the built
+// binary, and by tests/cli/ (hostile_input_cli_test.cpp, hostile_output_cli_test.cpp).
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/json_text.hpp"
+#include "common/memory_budget.hpp"
 #include "common/output_target.hpp"
 #include "common/text_safety.hpp"
 #include "sim/config/model_config.hpp"
@@ -81,6 +83,15 @@ void run_synth(const SynthOptions& o, const GlobalOptions& global) {
   settings.threads = o.threads;
   settings.prior = load_sparsity_prior(prior_path);
   validate_synth_settings(settings);
+  // Estimate before allocating: refuse what would not fit in the memory budget.
+  const SynthMemoryEstimate estimate = estimate_synth_memory(settings);
+  const std::string what = str("trace synth of ", settings.samples, " samples x ", settings.layers, " layers x ",
+                               settings.q_heads, " heads at ", settings.seq_len_tokens, " tokens");
+  memory_activity() = MemoryActivity{what, estimate.bytes, global.memory_budget_gib()};
+  require_memory_budget(what, estimate.bytes, global.memory_budget_gib(),
+                        str("largest: ", largest_items(estimate.parts),
+                            ". Use fewer --samples or candidate slots (--vertical-slots, --slash-slots), fewer "
+                            "--threads, or raise --max-memory-gib"));
   const auto start = std::chrono::steady_clock::now();
   Trace trace = synthesize_trace(settings);
   trace.metadata.provenance["prior_file"] = prior_path.filename().string();

@@ -1,13 +1,16 @@
 // `sparsering tune --model M --cluster C --trace T --seq-len N [--top K] [--objective step-time|tokens-per-s]
-//                  [--memory-cap-gib X] [--threads T] [--out plan.yaml]`
+//                  [--memory-cap-gib X] [--threads T] [--max-search-seconds S] [--out plan.yaml]`
 // searches parallel layouts with the simulator (tuner/search/plan_search.hpp), prints the ranked
 // table, what the search proved and why the winner beats the runner-up, and with --out writes the
 // best plan there (and, with --top K > 1, plan-1.yaml .. plan-K.yaml beside it), each with its
 // prediction and input hashes, as one bundle (common/output_bundle.hpp: all replaced together or
-// none), refusing to replace files unless --force, checked before the search. A progress
+// none), refusing to replace files unless --force, checked before the search. Before reading the
+// trace it estimates the search (tuner/search/search_budget.hpp) and refuses one beyond
+// --max-memory-gib or --max-search-seconds; a search that runs past --max-search-seconds anyway
+// is ended by a time limit (common/time_limit.hpp) before any output is written. A progress
 // bar is drawn on stderr only when stderr is a terminal. The callback only turns flags into
 // library calls; tested by tests/tuner_search/cli_tune_test.cpp, which runs the built binary, and
-// tests/cli/hostile_output_cli_test.cpp.
+// tests/cli/hostile_output_cli_test.cpp and tests/cli/search_budget_cli_test.cpp.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -26,9 +30,11 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/json_text.hpp"
+#include "common/memory_budget.hpp"
 #include "common/output_bundle.hpp"
 #include "common/table.hpp"
 #include "common/text_safety.hpp"
+#include "common/time_limit.hpp"
 #include "core/kernel_build.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/model_config.hpp"
@@ -44,6 +50,7 @@
 #include "tuner/search/model_error.hpp"
 #include "tuner/search/plan_search.hpp"
 #include "tuner/search/progress_bar.hpp"
+#include "tuner/search/search_budget.hpp"
 
 namespace sparsering::cli {
 
@@ -80,7 +87,12 @@ struct TuneOptions {
   bool allow_extrapolated_shapes = false;
   double tie_band = -1.0;  // < 0: the median of --model-error
   std::string model_error = "configs/model_error.yaml";
+  double max_search_seconds = 300.0;
+  int64_t max_candidates = 10'000'000;
 };
+
+// Each plan of --top K is a file of the output bundle, which removes its temporaries on signals.
+constexpr int64_t kMaxPlanFiles = 100;
 
 /// A config given as a file path, or as a bare name found in configs/<folder>/<name>.yaml.
 fs::path config_path(const std::string& ref, const char* flag, const char* folder) {
@@ -190,6 +202,10 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   require(o.objective == "step-time" || o.objective == "tokens-per-s", "--objective must be step-time or tokens-per-s, got ",
           o.objective);
   require(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  require(o.max_search_seconds > 0.0, "--max-search-seconds must be > 0, got ", o.max_search_seconds);
+  require(o.max_candidates >= 1, "--max-candidates must be >= 1, got ", o.max_candidates);
+  require(global.out.empty() || o.top <= kMaxPlanFiles, "--top ", o.top, " with --out writes a plan file per rank; at most ",
+          kMaxPlanFiles, " (rank more without --out)");
   require(!(o.memory_cap_gib < 0.0) && std::isfinite(o.memory_cap_gib), "--memory-cap-gib must be > 0, got ", o.memory_cap_gib);
   const fs::path model_path = config_path(o.model, "--model", "models");
   const fs::path cluster_path = config_path(o.cluster, "--cluster", "clusters");
@@ -224,8 +240,6 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
     bundle.emplace(best.parent_path(), names, global.force, best);
   }
 
-  require_regular_file(o.trace);  // the trace reader would block on a FIFO
-  const Trace trace = read_trace(o.trace);
   PlanTemplate tmpl;
   tmpl.name_prefix = str(model.name, "-", cluster.name);
   tmpl.model = model.name;
@@ -256,13 +270,43 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   } else {
     require(o.model_error == "configs/model_error.yaml", "--model-error ", o.model_error, " does not exist");
   }
+  SearchSpaceOptions plan_space = space_options(o, blocks);
+  plan_space.max_candidates = o.max_candidates;
+
+  // Everything up to the outputs runs under the time budget; nothing is written before disarm().
+  std::atomic<int64_t> settled{0};
+  std::atomic<int64_t> candidates{0};
+  TimeLimit limit(o.max_search_seconds, [&](double elapsed) {
+    return str("tune stopped after ", fixed(elapsed, 1), " s, over the time budget of ", o.max_search_seconds,
+               " s (--max-search-seconds), with ", settled.load(), " of ", candidates.load(),
+               " candidates settled; nothing was written. Bound the search (--gap, --max-work-sets, "
+               "--max-ring-simulated), narrow the space or raise --max-search-seconds");
+  });
+  require_regular_file(o.trace);  // the trace reader would block on a FIFO
+  std::error_code size_error;
+  const auto trace_bytes = static_cast<double>(fs::file_size(o.trace, size_error));
+  const double budget_gib = global.memory_budget_gib();
+  const SearchEstimate estimate = check_search_budget(model, cluster, seq_len, plan_space, tmpl, options,
+                                                      size_error ? 0.0 : trace_bytes, {budget_gib, o.max_search_seconds});
+  memory_activity() = MemoryActivity{str("tuning on cluster ", cluster.name), estimate.memory_bytes, budget_gib};
+  candidates = estimate.candidates;
+  if (global.verbosity > 0) {
+    std::cerr << "estimate: " << estimate.candidates << " candidates, about " << format_gib(estimate.memory_bytes)
+              << " GiB (" << estimate.largest_memory() << "), at least " << fixed(estimate.seconds, 2)
+              << " s before simulating (" << estimate.largest_time() << ")\n";
+  }
+  const Trace trace = read_trace(o.trace);
+
   ProgressBar bar(std::cerr, isatty(fileno(stderr)) != 0);
-  options.progress = [&bar](const SearchProgress& p) {
+  options.progress = [&](const SearchProgress& p) {
+    settled = p.settled;
+    candidates = p.candidates;
     const double fraction = p.candidates > 0 ? static_cast<double>(p.settled) / static_cast<double>(p.candidates) : 0.0;
     bar.update(fraction, str(p.simulated, " simulated, ", p.work_sets, " work sets"));
   };
-  const SearchResult result = search_plans(model, cluster, trace, seq_len, space_options(o, blocks), tmpl, options);
+  const SearchResult result = search_plans(model, cluster, trace, seq_len, plan_space, tmpl, options);
   bar.finish();
+  limit.disarm();
 
   // Outputs: plans referencing their inputs relative to where they are written.
   std::map<std::string, std::string> hashes;
@@ -493,6 +537,12 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global) {
                   "Plans closer than this relative step difference are statistically tied (default: the median "
                   "error of --model-error)");
   cmd->add_option("--model-error", o->model_error, "The model's validated error (YAML)")->capture_default_str();
+  cmd->add_option("--max-search-seconds", o->max_search_seconds,
+                  "Time budget: a search estimated to need more is refused before it starts, and one that runs "
+                  "past it is stopped (exit 2, nothing written)")
+      ->capture_default_str();
+  cmd->add_option("--max-candidates", o->max_candidates, "Refuse a plan space holding more candidates than this")
+      ->capture_default_str();
   cmd->add_flag("--brute-force", o->brute_force, "Simulate every candidate without pruning (slow; for checking)");
   cmd->add_flag("--allow-extrapolated-shapes", o->allow_extrapolated_shapes,
                 "Also search block sizes whose kernel shape the GPU's calibration does not list, on costs extrapolated "

@@ -1,7 +1,8 @@
 // The memory a command may use (`--max-memory-gib`, docs/simulator.md section 11): the machine's
-// physical memory, or a lower cgroup limit, unless the user states a budget; and the refusal of a
-// request whose estimate exceeds it. Header-only so every layer can use it. Tested through the
-// CLI in tests/cli/resource_budget_cli_test.cpp.
+// physical memory, or a lower cgroup limit, unless the user states a budget; the parts of an
+// estimate; and the refusal of a request whose estimate exceeds it. Header-only so every layer
+// can use it. Tested through the CLI in tests/cli/resource_budget_cli_test.cpp (simulate, trace synth),
+// tests/cli/search_budget_cli_test.cpp (tune).
 #pragma once
 
 #include <unistd.h>
@@ -11,7 +12,9 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -49,12 +52,38 @@ inline double default_memory_budget_gib() {
   return bytes > 0.0 ? bytes / kBytesPerGib : 16.0;
 }
 
+/// The process itself (code, configs, allocator arenas): the first item of every estimate.
+inline constexpr double kProcessBaseBytes = 48.0 * 1024 * 1024;
+
+/// One part of a memory estimate.
+struct MemoryEstimatePart {
+  std::string name;    ///< e.g. "work counting scratch"
+  double bytes = 0.0;  ///< peak bytes of this part
+};
+
+/// Sorts `items` largest first; returns their sum, the estimated peak.
+inline double sort_and_sum(std::vector<MemoryEstimatePart>& items) {
+  std::sort(items.begin(), items.end(), [](const MemoryEstimatePart& a, const MemoryEstimatePart& b) { return a.bytes > b.bytes; });
+  double sum = 0.0;
+  for (const MemoryEstimatePart& item : items) sum += item.bytes;
+  return sum;
+}
+
 /// `bytes` as GiB with two decimals (at least 0.01 for anything non-zero).
 inline std::string format_gib(double bytes) {
   std::ostringstream out;
   const double gib = bytes / kBytesPerGib;
   out << std::fixed << std::setprecision(gib > 0.0 && gib < 0.01 ? 4 : 2) << gib;
   return out.str();
+}
+
+/// "name X GiB, name Y GiB" for the first `count` items (sorted largest first).
+inline std::string largest_items(const std::vector<MemoryEstimatePart>& items, size_t count = 2) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < count; ++i) {
+    out += str(i > 0 ? ", " : "", items[i].name, " ", format_gib(items[i].bytes), " GiB");
+  }
+  return out;
 }
 
 /// Throws InputError unless `need_bytes` fits in `budget_gib`. The message names what was asked

@@ -36,12 +36,7 @@ constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
 
 extern "C" void remove_temporaries_and_reraise(int signal_number) {
   const int saved_errno = errno;
-  for (Slot& slot : g_slots) {
-    if (slot.state.load(std::memory_order_acquire) == kFile) ::unlink(slot.path);
-  }
-  for (Slot& slot : g_slots) {
-    if (slot.state.load(std::memory_order_acquire) == kFolder) ::rmdir(slot.path);
-  }
+  remove_registered_temporaries();
   // Default action, then deliver the signal again: it is blocked while this handler runs, so it
   // arrives (and ends the process with the usual status) as soon as the handler returns.
   struct sigaction default_action {};
@@ -53,6 +48,15 @@ extern "C" void remove_temporaries_and_reraise(int signal_number) {
 }
 
 }  // namespace
+
+void remove_registered_temporaries() noexcept {
+  for (Slot& slot : g_slots) {
+    if (slot.state.load(std::memory_order_acquire) == kFile) ::unlink(slot.path);
+  }
+  for (Slot& slot : g_slots) {
+    if (slot.state.load(std::memory_order_acquire) == kFolder) ::rmdir(slot.path);
+  }
+}
 
 std::filesystem::path temporary_path_for(const std::filesystem::path& target) {
   std::filesystem::path temp = target;

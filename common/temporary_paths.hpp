@@ -18,6 +18,10 @@ std::filesystem::path temporary_path_for(const std::filesystem::path& target);
 /// ignores stay ignored). Idempotent and thread-safe; called by the first registration.
 void install_temporary_cleanup();
 
+/// Removes every registered temporary (files, then folders) with async-signal-safe calls only;
+/// what the signal handler does, for a process that ends itself early (common/time_limit.hpp).
+void remove_registered_temporaries() noexcept;
+
 /// A registration of one temporary path for removal on a signal; removing the registration
 /// (destruction or release()) does not remove the path itself.
 class TemporaryRegistration {

@@ -32,7 +32,7 @@ CASES=${CASES:-.}
 ITERATIONS=${ITERATIONS:-3}
 LAYER=${LAYER:-12}
 CALIBRATE=${CALIBRATE:-1}
-export SPARSERING_COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+export SPARSERING_COMMIT=${SPARSERING_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 start=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
 stamp() { echo "[matrix $(( $(date +%s) - start ))s] $*"; }

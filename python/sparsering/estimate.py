@@ -92,7 +92,14 @@ def pattern_masses(q_last, k, key_positions, seq_len_tokens: int, softmax_scale:
         s = s.masked_fill(offsets < 0, -math.inf)
         p = torch.exp(s - shift.unsqueeze(-1)) * inv_sum.unsqueeze(-1)
         vertical[:, :, start:start + kc.shape[2]] = p.sum(dim=2)
-        slash.index_add_(1, offsets.clamp(min=0).reshape(-1), p.reshape(b * hq, -1))
+        # One row at a time: a row's offsets are distinct (masked keys add exact zeros at 0), so
+        # no two additions meet in one call and the sums do not depend on the order in which
+        # CUDA's atomics land. Recomputation under activation checkpointing then selects the
+        # same kept sets as the forward pass did.
+        rows = p.reshape(b * hq, t, -1)
+        clamped = offsets.clamp(min=0)
+        for row in range(t):
+            slash.index_add_(1, clamped[row], rows[:, row])
     return vertical, slash.view(b, hq, seq_len_tokens)
 
 

@@ -3,6 +3,7 @@
 #include "sim/config/cluster_config.hpp"
 
 #include "common/error.hpp"
+#include "common/text_safety.hpp"
 #include "common/yaml_reader.hpp"
 #include "sim/config/config_ref.hpp"
 
@@ -17,6 +18,8 @@ constexpr int64_t kMaxNicsPerNode = 64;
 constexpr size_t kMaxCurvePoints = 256;
 constexpr size_t kMaxOuterLevels = 8;
 constexpr int64_t kMaxCurveBytes = int64_t{1} << 50;
+constexpr size_t kMaxSources = 32;
+constexpr size_t kMaxSourceChars = 512;
 
 std::vector<BandwidthPoint> read_curve(const YAML::Node& node, const std::string& path, double line_rate) {
   std::vector<BandwidthPoint> curve;
@@ -37,6 +40,33 @@ std::vector<BandwidthPoint> read_curve(const YAML::Node& node, const std::string
   return curve;
 }
 
+/// Reads `source` and `sources`. A curve is measured unless the level says otherwise, and a level
+/// without one runs at its line rate; every other combination is a contradiction in the file.
+void read_source(yaml::MapReader& map, FabricLevel& level) {
+  const bool has_curve = !level.curve.empty();
+  const std::string path = map.key_path("source");
+  level.source = parse_link_source(
+      map.optional_choice("source", has_curve ? "measured" : "line_rate", {"line_rate", "measured", "published"}), path);
+  require(has_curve || level.source == LinkSource::line_rate, path, " is ", to_string(level.source),
+          " but the level has no curve: give the curve's points or use line_rate");
+  require(!has_curve || level.source != LinkSource::line_rate, path,
+          " is line_rate but the level has a curve: say whether the curve is measured or published");
+  if (auto sources = map.optional("sources")) {
+    const std::string list_path = map.key_path("sources");
+    require(level.source != LinkSource::line_rate, list_path, " cites figures, but the level has no curve (source: line_rate)");
+    const std::vector<YAML::Node> items = yaml::to_sequence(*sources, list_path, kMaxSources);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string item_path = str(list_path, "[", i, "]");
+      std::string text = yaml::to_string(items[i], item_path);
+      require(text.size() <= kMaxSourceChars, item_path, " must be at most ", kMaxSourceChars, " characters, got ", text.size());
+      require_safe_name(text, item_path);
+      level.sources.push_back(std::move(text));
+    }
+  }
+  require(level.source != LinkSource::published || !level.sources.empty(), map.key_path("sources"),
+          " is required with source: published (one entry per cited figure)");
+}
+
 FabricLevel read_level(yaml::MapReader map, std::string name, std::initializer_list<std::string_view> kinds,
                        bool has_nics, bool outer, int64_t nodes) {
   FabricLevel level;
@@ -47,6 +77,7 @@ FabricLevel read_level(yaml::MapReader map, std::string name, std::initializer_l
   level.bandwidth_gbytes_per_s = map.required_number("bandwidth_gbytes_per_s", NumberBounds::left_open(0.0, 1e6));
   level.latency_us = map.required_number("latency_us", NumberBounds::closed(0.0, 1e6));
   if (auto curve = map.optional("curve")) level.curve = read_curve(*curve, map.key_path("curve"), level.bandwidth_gbytes_per_s);
+  read_source(map, level);
   map.finish();
   return level;
 }
@@ -148,6 +179,33 @@ std::string_view to_string(LinkKind kind) {
     case LinkKind::ethernet: return "ethernet";
   }
   return "unknown";
+}
+
+std::string_view to_string(LinkSource source) {
+  switch (source) {
+    case LinkSource::line_rate: return "line_rate";
+    case LinkSource::measured: return "measured";
+    case LinkSource::published: return "published";
+  }
+  return "unknown";
+}
+
+LinkSource parse_link_source(std::string_view name, std::string_view path) {
+  if (name == "line_rate") return LinkSource::line_rate;
+  if (name == "measured") return LinkSource::measured;
+  if (name == "published") return LinkSource::published;
+  throw InputError(str(path, " must be one of line_rate, measured, published; got \"", name.substr(0, 48), "\""));
+}
+
+std::string describe_link_source(const FabricLevel& level) {
+  const std::string head = str(level.name, " (", to_string(level.kind), "): ");
+  const std::string latency = str("latency ", yaml::format_number(level.latency_us), " us");
+  if (level.source == LinkSource::line_rate) {
+    return str(head, "line rate ", yaml::format_number(level.bandwidth_gbytes_per_s), " GB/s, ", latency,
+               " (no measured or published curve)");
+  }
+  return str(head, to_string(level.source), " curve, ", level.curve.size(), level.curve.size() == 1 ? " point, " : " points, ",
+             latency);
 }
 
 LinkKind parse_link_kind(std::string_view name, std::string_view path) {

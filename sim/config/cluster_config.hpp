@@ -17,6 +17,11 @@ namespace sparsering {
 
 enum class LinkKind : int32_t { nvlink = 0, pcie = 1, infiniband = 2, roce = 3, ethernet = 4 };
 
+/// Where a level's latency and curve come from: the line rate alone (no curve), a curve measured
+/// on the cluster's own hardware (`sparsering calibrate`), or a curve derived from cited published
+/// measurements of the same fabric.
+enum class LinkSource : int32_t { line_rate = 0, measured = 1, published = 2 };
+
 /// One point of a measured curve: a ring step (every GPU of the ring sending one message to its
 /// successor while receiving one) with messages of `bytes` achieved `gbytes_per_s` per direction.
 struct BandwidthPoint {
@@ -33,6 +38,8 @@ struct FabricLevel {
   int64_t nics_per_node = 0;           ///< NICs of a node that carry this level's traffic (0 for intra_node)
   int64_t nodes_per_group = 0;         ///< outer levels: nodes of one group below this level (else 0)
   std::vector<BandwidthPoint> curve;   ///< measured, ascending bytes; empty = none
+  LinkSource source = LinkSource::line_rate;  ///< line_rate exactly when the curve is empty
+  std::vector<std::string> sources;    ///< cited figures; required for published, optional for measured
 
   /// Line rate per direction of a whole node at this level: nics_per_node x bandwidth (inter and
   /// outer levels only).
@@ -77,7 +84,15 @@ ClusterConfig load_cluster(const std::filesystem::path& path);
 
 /// The YAML spelling of a link kind ("nvlink", ...).
 std::string_view to_string(LinkKind kind);
+/// The YAML spelling of a link source ("line_rate", "measured", "published").
+std::string_view to_string(LinkSource source);
+/// One line saying where a level's transfer times come from, for a result's notes, e.g.
+/// "inter_node (infiniband): published curve, 3 points, latency 9.6 us" or
+/// "intra_node (nvlink): line rate 300 GB/s, latency 3.4 us (no measured or published curve)".
+std::string describe_link_source(const FabricLevel& level);
 /// Parses nvlink, pcie, infiniband, roce or ethernet; the error names `path` and lists the kinds.
 LinkKind parse_link_kind(std::string_view name, std::string_view path);
+/// Parses line_rate, measured or published; the error names `path` and lists them.
+LinkSource parse_link_source(std::string_view name, std::string_view path);
 
 }  // namespace sparsering

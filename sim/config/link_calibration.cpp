@@ -1,7 +1,8 @@
 // Line-based editing: a level is a block (top-level `intra_node:` / `inter_node:` map, or an
 // `outer_levels` entry starting with `- name: X`) whose keys share one indentation. Inside the
-// block the `latency_us:` line is rewritten (its trailing comment kept) and an old `curve:` key is
-// dropped with its items; the new curve goes after the block's last key. Parsing the result and
+// block the `latency_us:` line is rewritten (its trailing comment kept) and old `curve:`, `source:`
+// and `sources:` keys are dropped with their items; `source: measured` and the new curve go after
+// the block's last key (a published curve replaced by a measurement no longer cites its sources). Parsing the result and
 // comparing the level with what was asked catches any layout this editing does not understand.
 #include "sim/config/link_calibration.hpp"
 
@@ -116,7 +117,8 @@ std::string set_fabric_level_calibration(const std::string& cluster_yaml_text, s
     const std::string& line = lines[k];
     const size_t indent = indent_of(line);
     const size_t column = (k == block.begin && level != "intra_node" && level != "inter_node") ? block.key_indent : indent;
-    if (!blank(line) && column == block.key_indent && key_is(line, column, "curve")) {
+    if (!blank(line) && column == block.key_indent &&
+        (key_is(line, column, "curve") || key_is(line, column, "source") || key_is(line, column, "sources"))) {
       // Drop the key and its items: deeper lines, or "- " items at the key's own indentation.
       size_t next = k + 1;
       while (next < block.end && (blank(lines[next]) || indent_of(lines[next]) > block.key_indent ||
@@ -143,6 +145,7 @@ std::string set_fabric_level_calibration(const std::string& cluster_yaml_text, s
   std::vector<std::string> added;
   if (!latency_written) added.push_back(str(pad, "latency_us: ", yaml::format_number(latency_us)));
   if (!curve.empty()) {
+    added.push_back(str(pad, "source: measured"));
     added.push_back(comment.empty() ? str(pad, "curve:") : str(pad, "curve:  # ", comment));
     for (const BandwidthPoint& p : curve) added.push_back(point_line(block.key_indent + 2, p));
   }
@@ -158,7 +161,10 @@ std::string set_fabric_level_calibration(const std::string& cluster_yaml_text, s
   for (const FabricLevel& outer : parsed.outer_levels) {
     if (outer.name == level) edited = &outer;
   }
-  require(edited != nullptr && edited->latency_us == latency_us && edited->curve.size() == curve.size(), source_name,
+  const LinkSource expected_source = curve.empty() ? LinkSource::line_rate : LinkSource::measured;
+  require(edited != nullptr && edited->latency_us == latency_us && edited->curve.size() == curve.size() &&
+              edited->source == expected_source,
+          source_name,
           ": could not edit level ", level, " in place (unusual layout); edit it by hand");
   for (size_t k = 0; k < curve.size(); ++k) {
     require(edited->curve[k].bytes == curve[k].bytes && edited->curve[k].gbytes_per_s == curve[k].gbytes_per_s, source_name,

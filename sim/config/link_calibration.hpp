@@ -14,8 +14,9 @@ namespace sparsering {
 
 /// Returns `cluster_yaml_text` with the level named `level` ("intra_node", "inter_node" or the
 /// `name` of an entry of `outer_levels`) given `latency_us` (microseconds, >= 0) and `curve`
-/// (replacing any curve it had; empty removes it). Lines outside that level, and the level's other
-/// keys and comments, are kept. `comment`, when not empty, is written after the curve key. The
+/// (replacing any curve it had; empty removes it), marked `source: measured` (any `sources:` list
+/// is dropped; without a curve the level runs at its line rate). Lines outside that level, and the
+/// level's other keys and comments, are kept. `comment`, when not empty, is written after the curve key. The
 /// level must be written in block style (one key per line). Checks that the result parses and
 /// holds the new values. Throws InputError naming `source_name` and the level when it is missing,
 /// not in block style, or the result is invalid (e.g. a point above the level's line rate).

@@ -12,8 +12,6 @@ namespace sparsering {
 
 namespace {
 
-// The process itself: code, configs, allocator arenas.
-constexpr double kBaseBytes = 48.0 * 1024 * 1024;
 // Per (thread, query block, ring rank): the visible-column prefix, three cases of int32.
 constexpr double kVisibleBytesPerBlockRank = 3 * 4;
 // Per (thread, query block): difference arrays and covered counts (int64), block classes (int32).
@@ -26,14 +24,7 @@ constexpr double kKeptBytesPerCell = 64 + 8 + 2 * 48 + 600;
 
 }  // namespace
 
-std::string SimulationResourceEstimate::largest(size_t count) const {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < count; ++i) {
-    if (i > 0) out += ", ";
-    out += str(items[i].name, " ", format_gib(items[i].bytes), " GiB");
-  }
-  return out;
-}
+std::string SimulationResourceEstimate::largest(size_t count) const { return largest_items(items, count); }
 
 SimulationResourceEstimate estimate_simulation_resources(const PlanConfig& plan, const ModelConfig& model,
                                                          const SimulationOptions& options, double trace_bytes) {
@@ -50,7 +41,7 @@ SimulationResourceEstimate estimate_simulation_resources(const PlanConfig& plan,
   const double threads = plan.sparse.enabled ? std::min(d(std::max(1, options.threads)), layers) : 1.0;
 
   SimulationResourceEstimate e;
-  e.items.push_back({"process", kBaseBytes});
+  e.items.push_back({"process", kProcessBaseBytes});
   e.items.push_back({"work counting scratch (per query block)",
                      threads * q_blocks * (w * kVisibleBytesPerBlockRank + kCounterBytesPerBlock) +
                          4.0 * (q_blocks + k_blocks)});
@@ -58,7 +49,8 @@ SimulationResourceEstimate estimate_simulation_resources(const PlanConfig& plan,
   // and the work matrices of every layer and head group.
   const double link_cell_bytes = options.accumulator_route == AccumulatorRoute::mirror ? 16.0 * levels : 8.0 * levels + 12.0;
   e.items.push_back({"ring link tables (W x W per ring)", d(plan.ring_count()) * cells * link_cell_bytes});
-  e.items.push_back({"work matrices (W x W per layer and head group)", layers * groups * cells * 32.0});
+  e.work_set_bytes = layers * groups * cells * 32.0;
+  e.items.push_back({"work matrices (W x W per layer and head group)", e.work_set_bytes});
   // One ring pass at a time per ring class (at least one class per head group).
   e.items.push_back({"ring passes (W x W)", groups * cells * (2 * link_cell_bytes + 16.0) + cells * kRingRunBytesPerCell});
   if (options.keep_ring_records) {
@@ -68,8 +60,7 @@ SimulationResourceEstimate estimate_simulation_resources(const PlanConfig& plan,
     // The trace as read, and the kept patterns (int64 of the int32 slots) of every head.
     e.items.push_back({"trace and patterns", 3.0 * trace_bytes});
   }
-  std::sort(e.items.begin(), e.items.end(), [](const ResourceItem& a, const ResourceItem& b) { return a.bytes > b.bytes; });
-  for (const ResourceItem& item : e.items) e.memory_bytes += item.bytes;
+  e.memory_bytes = sort_and_sum(e.items);
 
   // Work: the column sweep visits every query block of every rank pair per head (W x N / block_q
   // per head), the ring passes every cell per layer and group; dense plans count one head.

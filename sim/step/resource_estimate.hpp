@@ -10,21 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_budget.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
 #include "sim/step/simulation.hpp"
 
 namespace sparsering {
 
-/// One part of the estimate.
-struct ResourceItem {
-  std::string name;    ///< e.g. "work counting scratch"
-  double bytes = 0.0;  ///< peak bytes of this part
-};
-
 struct SimulationResourceEstimate {
-  std::vector<ResourceItem> items;  ///< every part, largest first
+  std::vector<MemoryEstimatePart> items;  ///< every part, largest first
   double memory_bytes = 0.0;        ///< sum of the items: the estimated peak resident memory
+  /// Of memory_bytes, the work matrices: what a SimulationContext keeps and shares among the
+  /// simulations of one geometry (the tuner counts them once, not per thread).
+  double work_set_bytes = 0.0;
   /// Abstract work of the simulation (cells counted and simulated); about 1e8 per second of CPU
   /// on the development machine of docs/simulator.md section 10.
   double work_units = 0.0;

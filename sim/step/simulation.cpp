@@ -373,6 +373,9 @@ void StepSimulation::build_models() {
     result.notes.push_back(str("GEMMs at an assumed ", options.roofline.gemm_efficiency, " of peak (uncalibrated)"));
   }
   network_.emplace(cluster_);
+  for (int32_t level = 0; level < cluster_.level_count(); ++level) {
+    result.notes.push_back(str("links: ", describe_link_source(cluster_.level(level))));
+  }
   std::vector<int64_t> level_sizes;
   for (const RingLevel& level : plan.ring_levels) level_sizes.push_back(level.size);
   if (level_sizes.empty()) level_sizes.push_back(plan.context_parallel);

@@ -1,6 +1,6 @@
 // Running the built `sparsering` binary from the CLI tests: once to completion (exit code and
-// output), or spawned in the background (to signal it, or under a resource limit). Used by
-// tests/cli/hostile_input_cli_test.cpp and tests/cli/hostile_output_cli_test.cpp.
+// output, or also its own peak memory), or spawned in the background (to signal it, or under a
+// resource limit). Used by the tests of tests/cli/.
 #pragma once
 
 #include <signal.h>
@@ -72,6 +72,35 @@ inline int wait_for(pid_t pid) {
     if (errno != EINTR) return -1;
   }
   return status;
+}
+
+/// A run of `sparsering` measured on its own: exit status, output and peak resident memory.
+struct MeasuredRun {
+  int code = -1;         ///< exit status, or -1 when killed by a signal
+  std::string output;    ///< stdout and stderr together
+  double peak_gib = 0;   ///< the child's peak resident set (wait4's ru_maxrss)
+};
+
+/// Runs `sparsering` with `args` (no shell), its output through `log_path`, and waits for it alone,
+/// so the peak is this run's and not the largest of every child so far.
+inline MeasuredRun run_cli_measured(const std::vector<std::string>& args, const std::string& log_path) {
+  MeasuredRun run;
+  const pid_t pid = spawn_cli(args, log_path);
+  if (pid <= 0) return run;
+  int status = 0;
+  rusage usage{};
+  while (::wait4(pid, &status, 0, &usage) < 0) {
+    if (errno != EINTR) return run;
+  }
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.peak_gib = static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is KiB
+  if (FILE* log = std::fopen(log_path.c_str(), "r")) {
+    char buffer[4096];
+    size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, log)) > 0) run.output.append(buffer, n);
+    std::fclose(log);
+  }
+  return run;
 }
 
 inline std::string source_path(const std::string& rel) { return std::string(SPARSERING_SOURCE_DIR) + "/" + rel; }

@@ -194,6 +194,81 @@ TEST(ClusterConfig, RejectsBadValuesNamingKeyPathAndValue) {
   expect_input_error([] { parse_cluster(kCluster + "racks: 2\n", "c.yaml"); }, {"unknown key cluster.racks", "outer_levels"});
 }
 
+TEST(ClusterConfig, ShippedLevelsSayWhereTheirLinksComeFrom) {
+  const ClusterConfig mtraining = load_cluster(kConfigs / "clusters" / "mtraining-4x8-a100.yaml");
+  for (const FabricLevel* level : {&mtraining.intra_node, &*mtraining.inter_node}) {
+    EXPECT_EQ(level->source, LinkSource::published) << level->name;
+    EXPECT_GE(level->sources.size(), 2U) << level->name;
+    EXPECT_FALSE(level->curve.empty()) << level->name;
+  }
+  for (const char* file : {"h100-16x8-ndr.yaml", "h200-4x8-ndr.yaml"}) {
+    const ClusterConfig ndr = load_cluster(kConfigs / "clusters" / file);
+    EXPECT_EQ(ndr.inter_node->source, LinkSource::published) << file;
+    EXPECT_EQ(ndr.intra_node.source, LinkSource::line_rate) << file;
+  }
+  EXPECT_EQ(load_cluster(kConfigs / "clusters" / "h200-4x-nvswitch.yaml").intra_node.source, LinkSource::measured);
+  EXPECT_EQ(load_cluster(kConfigs / "clusters" / "h200-2x-nvlink.yaml").intra_node.source, LinkSource::measured);
+  EXPECT_EQ(describe_link_source(mtraining.intra_node), "intra_node (nvlink): published curve, 4 points, latency 9.85 us");
+  EXPECT_EQ(describe_link_source(*mtraining.inter_node), "inter_node (infiniband): published curve, 1 point, latency 9.6 us");
+}
+
+/// kCluster with `keys` (indented lines) added to the intra-node level (which has a curve) or to
+/// the inter-node level (which has none).
+std::string with_level_keys(const std::string& level, const std::string& keys) {
+  std::string text = kCluster;
+  if (level == "intra_node") {
+    text.replace(text.find("  curve:"), 8, keys + "\n  curve:");
+  } else {
+    text.replace(text.find("  latency_us: 9.6"), 17, "  latency_us: 9.6\n" + keys);
+  }
+  return text;
+}
+
+TEST(ClusterConfig, LinkSourceDefaultsToWhatTheCurveSays) {
+  const ClusterConfig cluster = parse_cluster(kCluster, "c.yaml");
+  EXPECT_EQ(cluster.intra_node.source, LinkSource::measured);  // a curve without a source was measured
+  EXPECT_TRUE(cluster.intra_node.sources.empty());
+  EXPECT_EQ(cluster.inter_node->source, LinkSource::line_rate);
+  EXPECT_EQ(describe_link_source(*cluster.inter_node),
+            "inter_node (infiniband): line rate 50 GB/s, latency 9.6 us (no measured or published curve)");
+  const ClusterConfig cited = parse_cluster(
+      with_level_keys("intra_node", "  source: published\n  sources: [\"paper, figure 1: 1 MiB at 100 GB/s\"]"), "c.yaml");
+  EXPECT_EQ(cited.intra_node.source, LinkSource::published);
+  ASSERT_EQ(cited.intra_node.sources.size(), 1U);
+  EXPECT_EQ(cited.intra_node.sources[0], "paper, figure 1: 1 MiB at 100 GB/s");
+  EXPECT_EQ(parse_cluster(with_level_keys("inter_node", "  source: line_rate"), "c.yaml").inter_node->source,
+            LinkSource::line_rate);
+}
+
+TEST(ClusterConfig, RejectsContradictoryLinkSources) {
+  struct Case {
+    const char* level;
+    std::string keys;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"intra_node", "  source: line_rate", "c.yaml: cluster.intra_node.source is line_rate but the level has a curve"},
+      {"inter_node", "  source: published\n  sources: [\"x\"]", "cluster.inter_node.source is published but the level has no curve"},
+      {"inter_node", "  source: measured", "cluster.inter_node.source is measured but the level has no curve"},
+      {"intra_node", "  source: published", "cluster.intra_node.sources is required with source: published"},
+      {"intra_node", "  source: published\n  sources: []", "cluster.intra_node.sources is required with source: published"},
+      {"inter_node", "  sources: [\"datasheet\"]",
+       "cluster.inter_node.sources cites figures, but the level has no curve (source: line_rate)"},
+      {"intra_node", "  source: guessed",
+       "cluster.intra_node.source must be one of line_rate, measured, published; got \"guessed\""},
+      {"intra_node", "  source: published\n  sources: [\"\"]", "cluster.intra_node.sources[0] must not be empty"},
+      {"intra_node", "  source: published\n  sources: [[a]]", "cluster.intra_node.sources[0] must be a string, got a sequence"},
+      {"intra_node", "  source: published\n  sources: \"one\"", "cluster.intra_node.sources must be a sequence"},
+      {"intra_node", "  source: published\n  sources: [\"" + std::string(513, 'x') + "\"]",
+       "cluster.intra_node.sources[0] must be at most 512 characters, got 513"},
+      {"intra_node", "  source: published\n  sources: [\"a\\x1b[2Jb\"]", "cluster.intra_node.sources[0]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.keys);
+    expect_input_error([&] { parse_cluster(with_level_keys(c.level, c.keys), "c.yaml"); }, {c.message});
+  }
+}
+
 TEST(ClusterConfig, LoadResolvesTheGpuBesideTheClusterFolder) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sparsering-cluster-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

@@ -2,7 +2,8 @@
 // all four parsers, so the shipped configs/ files seed it as they are. Bad input must end in
 // InputError; any other exception, crash, hang or sanitizer report is a bug. Accepted configs are
 // also re-emitted and queried so the emitters and derived lookups run too. Built by
-// tests/fuzz/CMakeLists.txt (preset fuzz), seeded with configs/{models,gpus,clusters,plans}.
+// tests/fuzz/CMakeLists.txt (preset fuzz), seeded with configs/{models,gpus,clusters,plans} and the
+// hostile plans and clusters of tests/cli/data.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "common/error.hpp"
 #include "traces/recall.hpp"
@@ -234,6 +235,54 @@ TEST(SyntheticTrace, Qwen512KHasAboutTheReportedSparsity) {
   }
   EXPECT_GT(densest, 0.08);   // some layer below 92% sparsity
   EXPECT_LT(sparsest, 0.02);  // some layer above 98%
+}
+
+double estimate_part(const SynthMemoryEstimate& e, const std::string& prefix) {
+  for (const MemoryEstimatePart& p : e.parts) {
+    if (p.name.rfind(prefix, 0) == 0) return p.bytes;
+  }
+  ADD_FAILURE() << "no part " << prefix;
+  return -1.0;
+}
+
+TEST(SyntheticTrace, MemoryEstimateCountsTheTensorsItAllocates) {
+  SynthSettings s = tiny_settings(1);
+  s.threads = 1;
+  const Trace t = synthesize_trace(s);
+  const double tensors = 4.0 * static_cast<double>(t.vertical_index.size() + t.vertical_mass.size() +
+                                                   t.slash_offset.size() + t.slash_mass.size());
+  const SynthMemoryEstimate e = estimate_synth_memory(s);
+  EXPECT_DOUBLE_EQ(estimate_part(e, "trace tensors"), tensors);
+  EXPECT_DOUBLE_EQ(estimate_part(e, "process"), kProcessBaseBytes);
+  // 4096 tokens: a bitmap of 512 bytes, plus one head's 320 slash offsets being checked.
+  EXPECT_DOUBLE_EQ(estimate_part(e, "validation"), 512.0 + 4.0 * 320);
+  EXPECT_DOUBLE_EQ(estimate_part(e, "resampled prior"), 3 * 4 * 16.0);
+  double sum = 0.0;
+  for (const MemoryEstimatePart& p : e.parts) sum += p.bytes;
+  EXPECT_DOUBLE_EQ(e.bytes, sum);
+  for (size_t i = 1; i < e.parts.size(); ++i) EXPECT_GE(e.parts[i - 1].bytes, e.parts[i].bytes);
+}
+
+TEST(SyntheticTrace, MemoryEstimateScalesWithWorkersUpToTheTasks) {
+  SynthSettings s = tiny_settings(1);  // 2 samples x 3 layers: 6 tasks
+  s.threads = 1;
+  const double one = estimate_part(estimate_synth_memory(s), "worker scratch");
+  s.threads = 3;
+  EXPECT_DOUBLE_EQ(estimate_part(estimate_synth_memory(s), "worker scratch"), 3.0 * one);
+  s.threads = 100;
+  EXPECT_DOUBLE_EQ(estimate_part(estimate_synth_memory(s), "worker scratch"), 6.0 * one);
+}
+
+TEST(SyntheticTrace, MemoryEstimateAtTheLongestSequence) {
+  // Beyond 2^26 tokens distinct positions use hash sets and the duplicate check sorts: no bitmap.
+  SynthSettings s = tiny_settings(1);
+  s.seq_len_tokens = (int64_t{1} << 31) - 1;
+  s.samples = 4096;
+  const SynthMemoryEstimate e = estimate_synth_memory(s);
+  EXPECT_DOUBLE_EQ(estimate_part(e, "validation"), 4.0 * 320);
+  // Documents of log-uniform length in [1024, 131072] tokens: mean 130048 / ln 128 tokens.
+  const double documents = static_cast<double>(s.seq_len_tokens) / (130048.0 / std::log(128.0)) + 1.0;
+  EXPECT_NEAR(estimate_part(e, "document starts"), 4096 * 2 * 8 * documents, 1.0);
 }
 
 TEST(SyntheticTrace, BadSettingsAreInputErrors) {

@@ -30,6 +30,9 @@ constexpr double kPeriodicHeadShare = 0.15;
 constexpr double kBandReplaceShare = 0.25;  // bands redrawn per sample
 constexpr int64_t kMinDocumentTokens = 1024;
 constexpr int64_t kMaxDocumentTokens = 131072;
+// Beyond this sequence length, distinct positions are drawn with a hash set instead of a bitmap
+// (traces/synth/candidate_positions.cpp) and duplicates found by sorting (traces/trace.cpp).
+constexpr int64_t kBitmapLimitTokens = int64_t{1} << 26;
 
 // Calibration of the band width (tokens): log-uniform in this range, times a per-layer factor.
 // Narrow bands spread the kept diagonals over more kernel tiles (lower tile sparsity).
@@ -193,6 +196,12 @@ void synthesize_layer(const LayerContext& ctx, int64_t sample, int64_t layer, co
   }
 }
 
+/// Worker threads of synthesize_trace: one per (sample, layer) task at most.
+int64_t worker_count(const SynthSettings& settings) {
+  const int64_t hardware = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  return std::clamp<int64_t>(settings.threads > 0 ? settings.threads : hardware, 1, settings.samples * settings.layers);
+}
+
 std::string format_double(double value) {
   std::ostringstream out;
   out << value;
@@ -242,6 +251,36 @@ double scaled_budget(const SynthSettings& settings, int64_t prior_budget) {
   return static_cast<double>(prior_budget) * std::pow(ratio, settings.budget_length_exponent);
 }
 
+SynthMemoryEstimate estimate_synth_memory(const SynthSettings& s) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double n = d(s.seq_len_tokens);
+  const double heads = d(s.samples) * d(s.layers) * d(s.q_heads);
+  const double vertical = d(std::min(s.vertical_slots, s.seq_len_tokens));
+  const double slash = d(std::min(s.slash_slots, s.seq_len_tokens));
+  // Document lengths are log-uniform in [min, max]: their mean is (max - min) / ln(max / min).
+  const double mean_document = d(kMaxDocumentTokens - kMinDocumentTokens) /
+                               std::log(d(kMaxDocumentTokens) / d(kMinDocumentTokens));
+  const double documents = n / mean_document + 1.0;
+  const double pool = std::min(n - 1.0, 1.5 * vertical + 4.0);
+  // Distinct positions: one bit per token, or a hash-set node (about 48 bytes) per drawn value.
+  const double distinct_bytes = n <= d(kBitmapLimitTokens) ? n / 8.0 : 48.0 * std::max(pool, slash);
+  // Per worker, one head at a time: positions (4 bytes), masses (8, and 8 more while profiled),
+  // scored slashes (16), sorted and weak copies (8); the pool (4) and its sort keys (16); the
+  // document-start tokens of the pool (3 x 4 per document).
+  const double worker_bytes = 28.0 * vertical + 44.0 * slash + 20.0 * pool + 12.0 * documents + distinct_bytes;
+
+  SynthMemoryEstimate e;
+  e.parts.push_back({"process", kProcessBaseBytes});
+  e.parts.push_back({"trace tensors (samples x layers x heads x slots, 8 bytes a slot)", heads * (vertical + slash) * 8.0});
+  // Vectors grow by doubling: up to twice their size.
+  e.parts.push_back({"document starts of every sample", d(s.samples) * 2.0 * 8.0 * documents});
+  e.parts.push_back({"worker scratch", d(worker_count(s)) * worker_bytes});
+  e.parts.push_back({"validation", (n <= d(kBitmapLimitTokens) ? n / 8.0 : 0.0) + 4.0 * std::max(vertical, slash)});
+  e.parts.push_back({"resampled prior", d(s.layers) * d(s.q_heads) * 16.0});
+  e.bytes = sort_and_sum(e.parts);
+  return e;
+}
+
 Trace synthesize_trace(const SynthSettings& settings) {
   validate_synth_settings(settings);
   const SparsityPrior prior = resample_prior(settings.prior, settings.layers, settings.q_heads, settings.seed);
@@ -286,8 +325,7 @@ Trace synthesize_trace(const SynthSettings& settings) {
 
   const LayerContext ctx{settings, prior, trace.vertical_candidates, trace.slash_candidates, trace};
   const int64_t tasks = settings.samples * settings.layers;
-  const int64_t hardware = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  const int64_t workers = std::clamp<int64_t>(settings.threads > 0 ? settings.threads : hardware, 1, tasks);
+  const int64_t workers = worker_count(settings);
   std::atomic<int64_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;

@@ -23,12 +23,17 @@
 // from sample to sample unless `drift` adds the trend (traces/synth/README.md, "Samples").
 // Deterministic per seed and independent of the thread count: every (sample, layer, head) draws
 // from its own SplitMix64 stream keyed by (seed, sample, layer, head).
-// Tested in tests/traces/synthetic_trace_test.cpp.
+// Its peak memory is estimated before anything is allocated (estimate_synth_memory), so that
+// `trace synth` refuses a request beyond --max-memory-gib.
+// Tested in tests/traces/synthetic_trace_test.cpp and, against the measured peak, in
+// tests/cli/resource_budget_cli_test.cpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "common/memory_budget.hpp"
 #include "traces/sparsity_prior.hpp"
 #include "traces/trace.hpp"
 
@@ -62,6 +67,17 @@ void validate_synth_settings(const SynthSettings& settings);
 /// The budget target of a head before clamping to the slots: prior budget times the length
 /// scaling (no per-sample variation). Exposed so tests can compare kept counts with it.
 double scaled_budget(const SynthSettings& settings, int64_t prior_budget);
+
+/// The peak memory of synthesize_trace(settings) and write_trace of its result, by part (largest
+/// first), without allocating anything proportional to them: the trace's tensors, the document
+/// starts of every sample, the per-worker scratch of a layer (candidate lists, the heavy-key pool,
+/// a bitmap of the sequence or a hash set beyond 2^26 tokens) and the validation bitmap.
+/// Preconditions: validate_synth_settings(settings) passed.
+struct SynthMemoryEstimate {
+  std::vector<MemoryEstimatePart> parts;  ///< largest first
+  double bytes = 0.0;                     ///< sum of the parts
+};
+SynthMemoryEstimate estimate_synth_memory(const SynthSettings& settings);
 
 /// Generates a trace (validated) as described above.
 Trace synthesize_trace(const SynthSettings& settings);

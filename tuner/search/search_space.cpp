@@ -17,12 +17,17 @@ bool is_loader_striped(const Geometry& geometry, const Candidate& candidate) {
   return geometry.layout.kind() == LayoutKind::striped && candidate.shuffle == LayoutShuffleMode::loader;
 }
 
+/// Ascending; O(sqrt n), so a cluster of millions of GPUs costs nothing here.
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int64_t> low;
+  std::vector<int64_t> high;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 void check_options(const SearchSpaceOptions& o) {
@@ -44,6 +49,7 @@ void check_options(const SearchSpaceOptions& o) {
   require(!o.recomputes.empty(), "the search needs at least one recomputation mode");
   require(!o.zero_stages.empty(), "the search needs at least one ZeRO stage");
   for (const int64_t z : o.zero_stages) require(z >= 0 && z <= 3, "ZeRO stages must be 0-3, got ", z);
+  require(o.max_candidates >= 0, "the candidate limit must be >= 0, got ", o.max_candidates);
   require(!o.placements.empty() && !o.families.empty(), "the search needs at least one ring-order family");
 }
 
@@ -82,26 +88,32 @@ void add_geometries(SearchSpace& space, int32_t degrees_index, int64_t block, co
 
 }  // namespace
 
-SearchSpace enumerate_search_space(const ModelConfig& model, const ClusterConfig& cluster, int64_t seq_len_tokens,
-                                   const SearchSpaceOptions& options) {
-  check_options(options);
+std::vector<ParallelDegrees> enumerate_parallel_degrees(const ModelConfig& model, const ClusterConfig& cluster,
+                                                      int64_t seq_len_tokens) {
   require(seq_len_tokens >= 1, "the sequence length must be >= 1 token, got ", seq_len_tokens);
   require(model.q_heads >= 1 && model.kv_heads >= 1, "model ", model.name, " needs query and KV heads");
   const int64_t world = cluster.world_size();
   require(world >= 1, "cluster ", cluster.name, " has no GPUs");
-  SearchSpace space;
-  space.seq_len_tokens = seq_len_tokens;
-
+  std::vector<ParallelDegrees> degrees;
   for (const int64_t h : divisors(model.q_heads)) {
     if (world % h != 0) continue;
     if (model.kv_heads % h != 0 && h % model.kv_heads != 0) continue;
     for (const int64_t w : divisors(world / h)) {
       if (seq_len_tokens % (w * h) != 0) continue;
-      space.degrees.push_back(ParallelDegrees{w, h, world / (w * h)});
+      degrees.push_back(ParallelDegrees{w, h, world / (w * h)});
     }
   }
-  require(!space.degrees.empty(), "no parallel layout of the ", world, " GPUs of cluster ", cluster.name,
+  require(!degrees.empty(), "no parallel layout of the ", world, " GPUs of cluster ", cluster.name,
           " splits a sequence of ", seq_len_tokens, " tokens: context_parallel x head_parallel must divide it");
+  return degrees;
+}
+
+SearchSpace enumerate_search_space(const ModelConfig& model, const ClusterConfig& cluster, int64_t seq_len_tokens,
+                                   const SearchSpaceOptions& options) {
+  check_options(options);
+  SearchSpace space;
+  space.seq_len_tokens = seq_len_tokens;
+  space.degrees = enumerate_parallel_degrees(model, cluster, seq_len_tokens);
 
   for (size_t di = 0; di < space.degrees.size(); ++di) {
     const auto degrees_index = static_cast<int32_t>(di);
@@ -149,6 +161,10 @@ SearchSpace enumerate_search_space(const ModelConfig& model, const ClusterConfig
               if (comm == CommPrimitive::all_gather && (g.context_parallel == 1 || hi != 0)) continue;
               for (const RecomputeMode recompute : options.recomputes) {
                 for (const int64_t zero : options.zero_stages) {
+                  require(options.max_candidates <= 0 || static_cast<int64_t>(space.candidates.size()) < options.max_candidates,
+                          "the plan space holds more than ", options.max_candidates, " candidates (--max-candidates); ",
+                          "narrow it (--blocks, --granularities, --layouts, --layout-shuffles, --comms, --recompute, ",
+                          "--zero) or raise the limit");
                   space.candidates.push_back(Candidate{static_cast<int32_t>(oi), static_cast<int32_t>(hi),
                                                        static_cast<int32_t>(gi), comm, recompute,
                                                        static_cast<int32_t>(zero), shuffle});

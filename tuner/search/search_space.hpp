@@ -48,6 +48,8 @@ struct SearchSpaceOptions {
   std::vector<RankPlacement> placements = {RankPlacement::cp_inner, RankPlacement::hp_inner};
   std::vector<RingOrderFamily> families = {RingOrderFamily::node_major, RingOrderFamily::interleaved,
                                            RingOrderFamily::snake};
+  /// Enumeration stops with InputError once the space holds more candidates (0 = no limit).
+  int64_t max_candidates = 0;
 };
 
 /// One distinct ring order of one set of degrees, with the hierarchies it allows.
@@ -94,6 +96,11 @@ struct SearchSpace {
   }
   const Geometry& geometry_of(const Candidate& c) const { return geometries[static_cast<size_t>(c.geometry)]; }
 };
+
+/// The degrees of the space (H, then W ascending, as in the file comment) without anything that
+/// grows with the GPU count. Throws InputError when no layout splits the sequence.
+std::vector<ParallelDegrees> enumerate_parallel_degrees(const ModelConfig& model, const ClusterConfig& cluster,
+                                                      int64_t seq_len_tokens);
 
 /// Enumerates the space (file comment). Throws InputError for empty or invalid options (a block
 /// size that is not a power of two in [16, 512] or that the CUDA kernels do not support, so in

@@ -1,7 +1,7 @@
 // Tests of sim/config/link_calibration.hpp (set_fabric_level_calibration) and the GPU side's
 // set_gpu_calibration round trip with fitted values: the edited level parses back with exactly
-// the new latency and curve, every other line (comments included) is unchanged, and levels that
-// cannot be edited are refused with the level named.
+// the new latency and curve marked measured, every other line (comments included) is unchanged,
+// and levels that cannot be edited are refused with the level named.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -52,12 +52,15 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-/// Lines of `text` outside the curve items and latency lines (what the setter must keep).
+/// Lines of `text` outside the curve items, the latency lines and the source keys with their
+/// cited items (what the setter must keep).
 std::vector<std::string> kept_lines(const std::string& text) {
   std::vector<std::string> kept;
   for (const std::string& line : lines_of(text)) {
+    const size_t first = line.find_first_not_of(' ');
     if (line.find("{bytes:") != std::string::npos || line.find("curve:") != std::string::npos ||
-        line.find("latency_us:") != std::string::npos) {
+        line.find("latency_us:") != std::string::npos || line.find("source:") != std::string::npos ||
+        line.find("sources:") != std::string::npos || (first != std::string::npos && line.compare(first, 3, "- \"") == 0)) {
       continue;
     }
     kept.push_back(line);
@@ -107,6 +110,26 @@ TEST(LinkCalibration, AddsACurveToALevelWithoutOneAndRemovesWithAnEmptyCurve) {
   EXPECT_TRUE(parsed.intra_node.curve.empty());
   EXPECT_EQ(parsed.intra_node.latency_us, 3.0);
   EXPECT_EQ(parsed.outer_levels.at(0).curve.size(), 1u);
+}
+
+TEST(LinkCalibration, AMeasuredCurveReplacesAPublishedOneAndItsSources) {
+  std::string published = kCluster;
+  published.replace(published.find("  curve:"), 8,
+                    "  source: published\n  sources:\n    - \"paper, figure 2: 1 MiB ring step\"\n  curve:");
+  ASSERT_EQ(parse_cluster(published, "t").intra_node.source, LinkSource::published);
+  const std::string measured = set_fabric_level_calibration(published, "intra_node", 3, {{1024, 1.0}}, "", "t");
+  const ClusterConfig parsed = parse_cluster(measured, "t");
+  EXPECT_EQ(parsed.intra_node.source, LinkSource::measured);
+  EXPECT_TRUE(parsed.intra_node.sources.empty());
+  EXPECT_EQ(measured.find("paper, figure 2"), std::string::npos);
+  EXPECT_EQ(kept_lines(measured), kept_lines(kCluster));
+  // Without a curve the level runs at its line rate, whatever it said before.
+  const ClusterConfig removed = parse_cluster(set_fabric_level_calibration(published, "intra_node", 3, {}, "", "t"), "t");
+  EXPECT_EQ(removed.intra_node.source, LinkSource::line_rate);
+  EXPECT_TRUE(removed.intra_node.sources.empty());
+  // A level that had no curve gains one marked measured.
+  const std::string added = set_fabric_level_calibration(kCluster, "inter_node", 7, {{1024, 1.0}}, "", "t");
+  EXPECT_EQ(parse_cluster(added, "t").inter_node->source, LinkSource::measured);
 }
 
 TEST(LinkCalibration, EditsShippedClusterFiles) {

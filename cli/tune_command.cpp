@@ -152,11 +152,16 @@ std::string ms(double value) {
   return fixed(value, a >= 100.0 ? 1 : a >= 10.0 ? 2 : 3);
 }
 
-/// --sample, or --samples and --rank-by: which trace samples every candidate is evaluated on.
-void apply_sample_options(const TuneOptions& o, const Trace& trace, SearchOptions& options) {
+/// --sample, or --samples and --rank-by: how candidates are ranked over trace samples (the
+/// samples themselves once the trace is read: apply_trace_samples).
+void apply_sample_options(const TuneOptions& o, SearchOptions& options) {
   require(o.sample < 0 || o.samples.empty(), "give --sample or --samples, not both");
   options.trace_sample = std::max<int64_t>(o.sample, 0);
   options.rank_by = parse_sample_statistic(o.rank_by, "--rank-by");
+}
+
+/// --samples: which samples of the trace every candidate is evaluated on.
+void apply_trace_samples(const TuneOptions& o, const Trace& trace, SearchOptions& options) {
   if (!o.samples.empty()) options.trace_samples = parse_trace_samples(o.samples, trace.samples, "--samples");
 }
 
@@ -257,7 +262,7 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   options.gap = o.gap;
   options.max_work_sets = o.max_work_sets;
   options.max_simulated_ring = o.max_ring_simulated;
-  apply_sample_options(o, trace, options);
+  apply_sample_options(o, options);
   options.prune = !o.brute_force;
   if (o.tie_band >= 0.0) {
     require(o.tie_band < 1.0, "--tie-band must be in [0, 1), got ", o.tie_band);
@@ -296,6 +301,7 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
               << " s before simulating (" << estimate.largest_time() << ")\n";
   }
   const Trace trace = read_trace(o.trace);
+  apply_trace_samples(o, trace, options);
 
   ProgressBar bar(std::cerr, isatty(fileno(stderr)) != 0);
   options.progress = [&](const SearchProgress& p) {

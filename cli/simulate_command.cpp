@@ -1,5 +1,7 @@
-// `sparsering simulate --plan P [--trace T] [--out DIR]`: runs the cluster performance model
-// (sim/step/simulation.hpp) on a plan and prints the summary (table or --format json). With --out
+// `sparsering simulate --plan P [--trace T] [--sample S | --samples all|N|i,j,k] [--out DIR]`: runs
+// the cluster performance model (sim/step/simulation.hpp) on a plan and prints the summary (table
+// or --format json); with several samples also each sample's figures and the statistics over
+// them (sim/output/sample_summary.hpp), the detailed figures being the first sample's. With --out
 // it writes DIR/result.json (everything, including every per-rank per-step figure) and
 // DIR/timeline.json (Chrome/Perfetto trace events) as one bundle (common/output_bundle.hpp): both
 // are replaced together or neither is, and existing files are refused before the simulation
@@ -25,12 +27,14 @@
 #include "sim/config/plan_config.hpp"
 #include "sim/cost/calibration_status.hpp"
 #include "sim/output/result_json.hpp"
+#include "sim/output/sample_summary.hpp"
 #include "sim/output/summary_table.hpp"
 #include "sim/output/timeline_json.hpp"
 #include "sim/step/resource_estimate.hpp"
 #include "sim/step/simulation.hpp"
 #include "sparsering/version.hpp"
 #include "traces/safetensors_trace.hpp"
+#include "traces/trace_samples.hpp"
 
 namespace sparsering::cli {
 namespace {
@@ -38,7 +42,8 @@ namespace {
 struct SimulateOptions {
   std::string plan_path;
   std::string trace_path;
-  int64_t sample = 0;
+  int64_t sample = -1;   // -1: not given (sample 0)
+  std::string samples;   // several samples: all, N or i,j,k
   std::string layout_shuffle = "auto";
   bool no_grad_overlap = false;
   int64_t timeline_events = 2000000;
@@ -55,8 +60,25 @@ std::string trace_key(const std::filesystem::path& path) {
              time.time_since_epoch().count());
 }
 
+/// The trace samples to simulate: --samples, else the one sample.
+std::vector<int64_t> chosen_samples(const SimulateOptions& o, const PlanConfig& plan, const Trace* trace, int64_t sample) {
+  if (o.samples.empty()) return {sample};
+  require(plan.sparse.enabled && trace != nullptr, "--samples needs a sparse plan and its trace (a dense plan has no samples)");
+  return parse_trace_samples(o.samples, trace->samples, "--samples");
+}
+
+/// Several samples: the detailed figures are the first sample's; "samples" and "aggregate" put
+/// every sample side by side.
+void add_samples(nlohmann::json& out, const std::vector<int64_t>& samples, const std::vector<SimulationResult>& results) {
+  nlohmann::json side_by_side = sample_summary_json(samples, results);
+  out["detail_sample"] = samples.front();
+  out["samples"] = std::move(side_by_side["samples"]);
+  out["aggregate"] = std::move(side_by_side["aggregate"]);
+}
+
 void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
-  require(o.sample >= 0, "--sample must be >= 0, got ", o.sample);
+  require(o.sample >= -1, "--sample must be >= 0, got ", o.sample);
+  require(o.sample < 0 || o.samples.empty(), "give --sample or --samples, not both");
   require(o.timeline_events >= 0, "--timeline-events must be >= 0, got ", o.timeline_events);
   require(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   const LoadedPlan loaded = load_plan_with_inputs(o.plan_path);
@@ -64,7 +86,7 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
   if (calibration.stale) std::cerr << escape_for_terminal(stale_calibration_warning(calibration)) << "\n";
   std::filesystem::path trace_path = o.trace_path.empty() ? loaded.plan.trace_path : std::filesystem::path(o.trace_path);
   SimulationOptions options;
-  options.trace_sample = o.sample;
+  options.trace_sample = std::max<int64_t>(o.sample, 0);
   options.overlap_grad_sync = !o.no_grad_overlap;
   options.layout_shuffle = o.layout_shuffle == "always"  ? LayoutShuffle::always
                            : o.layout_shuffle == "never" ? LayoutShuffle::never
@@ -99,24 +121,38 @@ void run_simulate(const SimulateOptions& o, const GlobalOptions& global) {
                             ". Use fewer tokens per rank or a smaller ring (context_parallel), drop --out, "
                             "or raise --max-memory-gib"));
   SimulationContext context;
-  const SimulationResult result = simulate(context, loaded.plan, loaded.model, loaded.cluster, trace_ptr, options);
+  const std::vector<int64_t> samples = chosen_samples(o, loaded.plan, trace_ptr, options.trace_sample);
+  std::vector<SimulationResult> per_sample;
+  for (const int64_t sample : samples) {
+    options.trace_sample = sample;
+    per_sample.push_back(simulate(context, loaded.plan, loaded.model, loaded.cluster, trace_ptr, options));
+    options.keep_ring_records = false;  // only the first sample's records are written
+  }
+  const SimulationResult& result = per_sample.front();
 
   std::vector<std::filesystem::path> written;
   if (bundle) {
     TimelineOptions timeline;
     timeline.max_events = o.timeline_events;
     // Written into the bundle's temporary folder and moved into place together.
-    bundle->write("result.json", dump_json(result_to_json(result)) + "\n");
+    nlohmann::json full = result_to_json(result);
+    if (samples.size() > 1) add_samples(full, samples, per_sample);
+    bundle->write("result.json", dump_json(full) + "\n");
     bundle->write("timeline.json", dump_json(timeline_json(result, timeline)) + "\n");
     written = bundle->commit();
   }
   if (global.format == OutputFormat::json) {
     nlohmann::json summary = result_summary_json(result);
     summary["sparsering_version"] = kVersion;
+    if (samples.size() > 1) add_samples(summary, samples, per_sample);
     if (bundle) summary["outputs"] = {written.at(0).string(), written.at(1).string()};
     std::cout << dump_json(summary, 2) << '\n';
   } else {
     print_summary(std::cout, result);
+    if (samples.size() > 1) {
+      std::cout << "\n";
+      print_sample_summary(std::cout, samples, per_sample);
+    }
     if (bundle) {
       std::cout << "\nwrote " << escape_for_terminal(written.at(0).string()) << " and "
                 << escape_for_terminal(written.at(1).string()) << "\n";
@@ -133,7 +169,10 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& global) {
                   "(--out DIR writes result.json and timeline.json)");
   cmd->add_option("--plan", options->plan_path, "Plan (configs/plans/<name>.yaml)")->required();
   cmd->add_option("--trace", options->trace_path, "Sparsity trace (.safetensors); default: the plan's `trace:`");
-  cmd->add_option("--sample", options->sample, "Trace sample whose patterns are simulated")->capture_default_str();
+  cmd->add_option("--sample", options->sample, "Trace sample whose patterns are simulated (default 0)");
+  cmd->add_option("--samples", options->samples,
+                  "Simulate several trace samples (all, a count N, or a list i,j,k): each one's figures and "
+                  "statistics over them; the detailed output is the first one's");
   cmd->add_option("--layout-shuffle", options->layout_shuffle,
                   "Layout all-to-alls: auto (striped only), always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))

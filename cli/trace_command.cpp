@@ -1,5 +1,5 @@
 // `sparsering trace`: the command group for sparsity traces.
-//   trace synth --model M.yaml --seq-len 512K [--samples S] [--seed N] --out T.safetensors
+//   trace synth --model M.yaml --seq-len 512K [--samples S] [--drift D] [--seed N] --out T.safetensors
 //   trace info T.safetensors [--recall P] [--max-verticals N] [--max-slashes N] [--block B] [--per-head]
 // synth checks its output first, then estimates its memory (estimate_synth_memory) and refuses a
 // request beyond --max-memory-gib before allocating. The callbacks only turn flags into library
@@ -35,6 +35,7 @@ struct SynthOptions {
   std::string model_path;
   std::string seq_len = "";
   int64_t samples = 1;
+  double drift = 0.0;
   uint64_t seed = 0;
   std::string prior_path;
   int64_t vertical_slots = 8192;
@@ -71,6 +72,7 @@ void run_synth(const SynthOptions& o, const GlobalOptions& global) {
   settings.kv_heads = model.kv_heads;
   settings.seq_len_tokens = parse_token_count(o.seq_len, "--seq-len");
   settings.samples = o.samples;
+  settings.drift = o.drift;
   settings.seed = o.seed;
   settings.vertical_slots = o.vertical_slots;
   settings.slash_slots = o.slash_slots;
@@ -154,6 +156,10 @@ void add_trace_command(CLI::App& app, const GlobalOptions& global) {
   synth_cmd->add_option("--model", synth->model_path, "Model config (configs/models/<name>.yaml)")->required();
   synth_cmd->add_option("--seq-len", synth->seq_len, "Tokens per sample, e.g. 524288 or 512K")->required();
   synth_cmd->add_option("--samples", synth->samples, "Samples (training steps) to generate")->capture_default_str();
+  synth_cmd->add_option("--drift", synth->drift,
+                        "Trend of each head's budgets from the first sample to the last, on a log scale (0 = "
+                        "samples vary independently; 0.5 = a typical head's budgets change by a factor e^0.5)")
+      ->capture_default_str();
   synth_cmd->add_option("--seed", synth->seed, "Random seed; the same seed gives the same trace")
       ->capture_default_str();
   synth_cmd->add_option("--prior", synth->prior_path,

@@ -40,9 +40,11 @@
 #include "sim/config/model_config.hpp"
 #include "sim/config/plan_config.hpp"
 #include "sim/cost/calibration_status.hpp"
+#include "sim/output/sample_statistics.hpp"
 #include "sparsering/version.hpp"
 #include "traces/safetensors_trace.hpp"
 #include "traces/token_count.hpp"
+#include "traces/trace_samples.hpp"
 #include "tuner/search/calibrated_blocks.hpp"
 #include "tuner/search/file_digest.hpp"
 #include "tuner/search/model_error.hpp"
@@ -70,7 +72,9 @@ struct TuneOptions {
   double gap = 0.0;
   int64_t max_work_sets = 0;
   int64_t max_ring_simulated = 0;
-  int64_t sample = 0;
+  int64_t sample = -1;       // -1: not given (sample 0 unless --samples)
+  std::string samples;       // empty: one sample
+  std::string rank_by = "mean";
   double recall = 0.95;
   std::vector<int64_t> blocks = {64, 128};
   std::vector<double> granularities = {0.5, 1.0, 2.0};
@@ -148,6 +152,57 @@ std::string ms(double value) {
   return fixed(value, a >= 100.0 ? 1 : a >= 10.0 ? 2 : 3);
 }
 
+/// --sample, or --samples and --rank-by: how candidates are ranked over trace samples (the
+/// samples themselves once the trace is read: apply_trace_samples).
+void apply_sample_options(const TuneOptions& o, SearchOptions& options) {
+  require(o.sample < 0 || o.samples.empty(), "give --sample or --samples, not both");
+  options.trace_sample = std::max<int64_t>(o.sample, 0);
+  options.rank_by = parse_sample_statistic(o.rank_by, "--rank-by");
+}
+
+/// --samples: which samples of the trace every candidate is evaluated on.
+void apply_trace_samples(const TuneOptions& o, const Trace& trace, SearchOptions& options) {
+  if (!o.samples.empty()) options.trace_samples = parse_trace_samples(o.samples, trace.samples, "--samples");
+}
+
+/// Per-sample figures of a ranked or simulated plan for --format json.
+void add_sample_json(nlohmann::json& plan, const std::vector<int64_t>& samples, const std::vector<double>& step_ms) {
+  const SampleSpread spread = sample_spread(step_ms);
+  plan["samples"] = samples;
+  plan["sample_step_ms"] = step_ms;
+  plan["step_ms_spread"] = {{"min", spread.min}, {"max", spread.max}, {"mean", spread.mean}, {"stdev", spread.stdev}};
+}
+
+double gib_of(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30); }
+
+/// A ranked plan's step by the ranking statistic over its samples (its figures are one sample's).
+double ranked_step_ms(const RankedPlan& r, SampleStatistic rank_by) { return sample_statistic(r.sample_step_ms, rank_by); }
+
+/// Throughput at that step (the tokens of a step do not depend on the sample).
+double ranked_tokens_per_s(const RankedPlan& r, SampleStatistic rank_by) {
+  return r.figures.tokens_per_s * r.figures.step_ms / ranked_step_ms(r, rank_by);
+}
+
+/// The ranked table's columns for several samples: the spread of the step and where a plan wins.
+std::vector<std::string> sample_columns(const RankedPlan& r) {
+  const SampleSpread spread = sample_spread(r.sample_step_ms);
+  std::string won;
+  for (const int64_t s : r.fastest_on) won += str(won.empty() ? "" : ",", s);
+  return {str(ms(spread.min), "-", ms(spread.max)), won.empty() ? "-" : won};
+}
+
+/// Which samples the search used, how it ranks them, and whose figures the other columns show.
+void print_sample_note(const SearchResult& result, SampleStatistic rank_by) {
+  std::string samples;
+  for (const int64_t s : result.samples) samples += str(samples.empty() ? "" : ",", s);
+  std::cout << "\nsamples: " << samples << "; ranked by the " << to_string(rank_by)
+            << " step over them; the other figures are each plan's sample nearest to it (";
+  for (size_t k = 0; k < result.ranked.size(); ++k) {
+    std::cout << (k == 0 ? "" : ", ") << "rank " << k + 1 << ": sample " << result.ranked[k].representative_sample;
+  }
+  std::cout << ")\n";
+}
+
 void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   require(o.objective == "step-time" || o.objective == "tokens-per-s", "--objective must be step-time or tokens-per-s, got ",
           o.objective);
@@ -207,7 +262,7 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   options.gap = o.gap;
   options.max_work_sets = o.max_work_sets;
   options.max_simulated_ring = o.max_ring_simulated;
-  options.trace_sample = o.sample;
+  apply_sample_options(o, options);
   options.prune = !o.brute_force;
   if (o.tie_band >= 0.0) {
     require(o.tie_band < 1.0, "--tie-band must be in [0, 1), got ", o.tie_band);
@@ -246,6 +301,7 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
               << " s before simulating (" << estimate.largest_time() << ")\n";
   }
   const Trace trace = read_trace(o.trace);
+  apply_trace_samples(o, trace, options);
 
   ProgressBar bar(std::cerr, isatty(fileno(stderr)) != 0);
   options.progress = [&](const SearchProgress& p) {
@@ -288,7 +344,8 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
   const std::string space =
       str(s.candidates, " candidates in ", s.geometries, " geometries: ", s.memory_pruned, " pruned by memory, ",
           s.bound_pruned, " by step-time bounds, ", s.budget_skipped > 0 ? str(s.budget_skipped, " skipped by budget, ") : "",
-          s.simulated, " simulated (", s.work_sets, " work sets counted, ", s.refined, " bounds refined) in ",
+          s.simulated, " simulated (", s.work_sets, " work sets counted, ", s.layers_counted, " layers, ", s.refined,
+          " bounds refined) in ",
           fixed(s.seconds, 1), " s");
   if (global.format == OutputFormat::json) {
     nlohmann::json out;
@@ -297,11 +354,14 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
     out["cluster"] = cluster.name;
     out["seq_len_tokens"] = seq_len;
     out["objective"] = std::string(to_string(options.objective));
+    out["samples"] = result.samples;
+    out["rank_by"] = std::string(to_string(options.rank_by));
     out["guarantee"] = result.guarantee;
     out["explanation"] = result.explanation;
     out["stats"] = {{"candidates", s.candidates},       {"geometries", s.geometries},     {"memory_pruned", s.memory_pruned},
                     {"bound_pruned", s.bound_pruned},   {"budget_skipped", s.budget_skipped}, {"simulated", s.simulated},
-                    {"over_cap", s.over_cap},           {"work_sets", s.work_sets},       {"refined", s.refined},
+                    {"over_cap", s.over_cap},           {"work_sets", s.work_sets},       {"layers_counted", s.layers_counted},
+                    {"refined", s.refined},
                     {"ring_refined", s.ring_refined},   {"rounds", s.rounds},             {"seconds", s.seconds}};
     out["ties"] = result.ties;
     out["tie_band"] = {{"relative", options.tie_band}, {"source", options.tie_band_source}};
@@ -310,21 +370,26 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                               {"coarse", s.pruned_by_bound[0]},
                               {"tiles", s.pruned_by_bound[1]},
                               {"cells", s.pruned_by_bound[2]},
-                              {"strong_and_ring", s.pruned_by_bound[3]}};
+                              {"strong_and_ring", s.pruned_by_bound[3]},
+                              {"counted_layers", s.pruned_by_bound[4]}};
     nlohmann::json simulated = nlohmann::json::array();
     for (const SimulatedPlan& p : result.simulated) {
       const Candidate& c = result.space.candidates[static_cast<size_t>(p.candidate)];
       const double step_ms = options.objective == Objective::step_time
                                  ? p.cost * 1e-6
                                  : p.cost * 1e-6 * static_cast<double>(result.space.degrees_of(c).data_parallel * seq_len);
-      simulated.push_back({{"candidate", p.candidate},
-                           {"description", describe_candidate(result.space, c)},
-                           {"cost", p.cost},
-                           {"step_ms", step_ms},
-                           {"peak_memory_gib", static_cast<double>(p.peak_bytes) / static_cast<double>(int64_t{1} << 30)},
-                           {"fits", p.fits},
-                           {"tied_with_fastest", p.fits && !result.simulated.empty() &&
-                                                     p.cost < result.simulated.front().cost * (1.0 + options.tie_band)}});
+      nlohmann::json plan = {{"candidate", p.candidate},
+                             {"description", describe_candidate(result.space, c)},
+                             {"cost", p.cost},
+                             {"step_ms", step_ms},
+                             {"peak_memory_gib", static_cast<double>(p.peak_bytes) / static_cast<double>(int64_t{1} << 30)},
+                             {"fits", p.fits},
+                             {"tied_with_fastest", p.fits && !result.simulated.empty() &&
+                                                       p.cost < result.simulated.front().cost * (1.0 + options.tie_band)}};
+      std::vector<double> sample_ms;  // step_ms is linear in the cost
+      for (const double cost : p.sample_costs) sample_ms.push_back(p.cost > 0.0 ? step_ms * cost / p.cost : 0.0);
+      add_sample_json(plan, result.samples, sample_ms);
+      simulated.push_back(plan);
     }
     out["simulated"] = simulated;
     nlohmann::json ranked = nlohmann::json::array();
@@ -334,15 +399,18 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
       ranked.push_back({{"rank", k + 1},
                         {"plan", r.plan.name},
                         {"description", describe_candidate(result.space, result.space.candidates[static_cast<size_t>(r.candidate)])},
-                        {"step_ms", f.step_ms},
-                        {"tokens_per_s", f.tokens_per_s},
+                        {"step_ms", ranked_step_ms(r, options.rank_by)},
+                        {"tokens_per_s", ranked_tokens_per_s(r, options.rank_by)},
                         {"attention_fwd_bwd_ms", f.attention_fwd_bwd_ms},
                         {"exposed_comm_ms", f.exposed_comm_ms},
                         {"worker_imbalance", f.worker_imbalance},
                         {"step_imbalance", f.step_imbalance},
-                        {"peak_memory_gib", f.peak_memory_gib},
+                        {"peak_memory_gib", gib_of(r.peak_bytes)},
                         {"tie_group", r.tie_group},
-                        {"extrapolated", extrapolated(result.space.geometry_of(result.space.candidates[static_cast<size_t>(r.candidate)]).block)}});
+                        {"extrapolated", extrapolated(result.space.geometry_of(result.space.candidates[static_cast<size_t>(r.candidate)]).block)},
+                        {"figures_sample", r.representative_sample},
+                        {"fastest_on_samples", r.fastest_on}});
+      add_sample_json(ranked.back(), result.samples, r.sample_step_ms);
     }
     out["ranked"] = ranked;
     nlohmann::json notes = result.ranked.front().notes;
@@ -367,19 +435,29 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
             << escape_for_terminal(result.guarantee, true) << "\n\n";
   if (global.verbosity > 0) {
     std::cerr << "time: bounds " << fixed(s.bound_seconds, 2) << " s, refining bounds " << fixed(s.refine_seconds, 2)
-              << " s (" << s.refined << " geometries, " << s.ring_refined << " ring bounds), simulating "
-              << fixed(s.simulate_seconds, 2) << " s (" << s.rounds << " rounds); " << s.over_cap
+              << " s (" << s.refined << " geometries, " << s.ring_refined << " ring bounds), counting work "
+              << fixed(s.count_seconds, 2) << " s (" << s.layers_counted << " layers of " << s.work_sets
+              << " geometries), simulating " << fixed(s.simulate_seconds, 2) << " s (" << s.rounds << " rounds); " << s.over_cap
               << " simulated plans exceeded the memory cap\n";
   }
-  Table table({"rank", "tie", "step ms", "tokens/s", "attn fwd+bwd ms", "exposed comm ms", "imbalance w/s", "peak GiB",
-               "degrees", "ring order", "ring levels", "layout", "block", "comm", "recompute", "zero"});
+  const bool several = result.samples.size() > 1;
+  std::vector<std::string> columns = {"rank", "tie", several ? str(to_string(options.rank_by), " step ms") : "step ms"};
+  if (several) columns.insert(columns.end(), {"step ms min-max", "fastest on"});
+  columns.insert(columns.end(), {"tokens/s", "attn fwd+bwd ms", "exposed comm ms", "imbalance w/s", "peak GiB", "degrees",
+                                 "ring order", "ring levels", "layout", "block", "comm", "recompute", "zero"});
+  Table table(columns);
   for (size_t k = 0; k < result.ranked.size(); ++k) {
     const RankedPlan& r = result.ranked[k];
     const PlanFigures& f = r.figures;
     const Candidate& c = result.space.candidates[static_cast<size_t>(r.candidate)];
-    table.add_row({std::to_string(k + 1), str("T", r.tie_group + 1), ms(f.step_ms), fixed(f.tokens_per_s, 0), ms(f.attention_fwd_bwd_ms),
+    std::vector<std::string> row = {std::to_string(k + 1), str("T", r.tie_group + 1), ms(ranked_step_ms(r, options.rank_by))};
+    if (several) {
+      const std::vector<std::string> extra = sample_columns(r);
+      row.insert(row.end(), extra.begin(), extra.end());
+    }
+    row.insert(row.end(), {fixed(ranked_tokens_per_s(r, options.rank_by), 0), ms(f.attention_fwd_bwd_ms),
                    ms(f.exposed_comm_ms), str(fixed(f.worker_imbalance, 2), "/", fixed(f.step_imbalance, 2)),
-                   fixed(f.peak_memory_gib, 2), describe_degrees(result.space.degrees_of(c)),
+                   fixed(gib_of(r.peak_bytes), 2), describe_degrees(result.space.degrees_of(c)),
                    describe_order(result.space.order_of(c)), describe_hierarchy(result.space.hierarchy_of(c)),
                    str(describe_layout(result.space.geometry_of(c).layout),
                        result.space.geometry_of(c).layout.kind() == LayoutKind::striped
@@ -387,8 +465,10 @@ void run_tune(const TuneOptions& o, const GlobalOptions& global) {
                            : ""),
                    str(result.space.geometry_of(c).block, extrapolated(result.space.geometry_of(c).block) ? " extrapolated" : ""),
                    std::string(to_string(c.comm)), std::string(to_string(c.recompute)), std::to_string(c.zero_stage)});
+    table.add_row(row);
   }
   table.print(std::cout);
+  if (several) print_sample_note(result, options.rank_by);
   std::cout << "\nwhy: " << escape_for_terminal(result.explanation, true) << "\n";
   if (!result.tie_note.empty()) std::cout << "ties: " << escape_for_terminal(result.tie_note, true) << "\n";
   for (const std::string& note : result.ranked.front().notes) std::cout << "note: " << escape_for_terminal(note, true) << "\n";
@@ -429,7 +509,12 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global) {
                   "Simulate context-parallel rings of at most this many GPUs (0 = no limit); larger ones are "
                   "reported with their lower bound")
       ->capture_default_str();
-  cmd->add_option("--sample", o->sample, "Trace sample whose patterns are used")->capture_default_str();
+  cmd->add_option("--sample", o->sample, "Trace sample whose patterns are used (default 0)");
+  cmd->add_option("--samples", o->samples,
+                  "Evaluate every plan on several trace samples: all, a count N (the first N) or a list i,j,k");
+  cmd->add_option("--rank-by", o->rank_by, "With --samples: rank plans by the mean, p50, p90 or max of their step")
+      ->check(CLI::IsMember({"mean", "p50", "p90", "max"}))
+      ->capture_default_str();
   cmd->add_option("--recall", o->recall, "Top-p recall of the kept sparse pattern")->capture_default_str();
   cmd->add_option("--blocks", o->blocks, "Kernel block sizes to try (block_q = block_k); a calibrated GPU searches the calibrated ones only")->delimiter(',')->capture_default_str();
   cmd->add_option("--granularities", o->granularities, "Stripe sizes to try, as multiples of the block (powers of two)")

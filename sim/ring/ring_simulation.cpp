@@ -57,6 +57,17 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
     return begin;
   };
 
+  // The schedule's hops as tables: the loops below ask for them W^2 x levels times.
+  const auto ll = static_cast<size_t>(levels);
+  std::vector<int32_t> next_at(static_cast<size_t>(w) * ll);  // [p x L + level]
+  std::vector<char> sends(static_cast<size_t>(w) * ll);       // [t x L + level]
+  for (int32_t x = 0; x < w; ++x) {
+    for (int32_t level = 0; level < levels; ++level) {
+      next_at[static_cast<size_t>(x) * ll + static_cast<size_t>(level)] = schedule.next(x, level);
+      sends[static_cast<size_t>(x) * ll + static_cast<size_t>(level)] = schedule.sends_at(x, level) ? 1 : 0;
+    }
+  }
+  const auto next = [&](int32_t p, int32_t level) { return next_at[static_cast<size_t>(p) * ll + static_cast<size_t>(level)]; };
   // The accumulators start on the innermost level with more than one position (steps are one
   // apart there, as every level below has size 1).
   int32_t inner = 0;
@@ -100,8 +111,8 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
       const SimNs have = t == 0 ? start_of(p) : run.steps[cell(p, t)].recv_end_ns;
       SimNs last_send_end = 0;
       for (int32_t level = 0; level < levels; ++level) {
-        if (!schedule.sends_at(t, level)) continue;
-        const int32_t to = schedule.next(p, level);
+        if (!sends[static_cast<size_t>(t) * ll + static_cast<size_t>(level)]) continue;
+        const int32_t to = next(p, level);
         const int32_t arrive_step = t + schedule.stride(level);
         const int32_t recycled = arrive_step - schedule.stride(level) - 1;  // = t - 1
         const SimNs buffer_free = recycled >= 0 ? release[cell(to, recycled)] : 0;
@@ -111,7 +122,7 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
         target.recv_start_ns = begin;
         target.recv_end_ns = begin + duration;
         last_send_end = std::max(last_send_end, begin + duration);
-        run.transfers.push_back(RingTransfer{TransferKind::kv, p, to, t, level, begin, begin + duration});
+        if (input.keep_transfers) run.transfers.push_back(RingTransfer{TransferKind::kv, p, to, t, level, begin, begin + duration});
       }
       release[cell(p, t)] = std::max(run.steps[cell(p, t)].compute_end_ns, last_send_end);
     }
@@ -129,15 +140,17 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
         int32_t at = p;
         SimNs ready = std::max(computed, schedule.digit(t, inner) >= 1 ? incoming_at(inner, p, t) : SimNs{0});
         while (true) {
-          const int32_t to = schedule.next(at, level);
+          const int32_t to = next(at, level);
           const SimNs duration = input.dkv_hop_ns[cell(at, t) * static_cast<size_t>(levels) + static_cast<size_t>(level)];
           const SimNs begin = enqueue(at, level, ready, duration);
           const SimNs end = begin + duration;
           const bool last = schedule.digit(t, level) == schedule.level_size(level) - 1;
           const int32_t up = upper[static_cast<size_t>(level)];
           const bool home = last && up < 0;
-          run.transfers.push_back(
-              RingTransfer{home ? TransferKind::dkv_return : TransferKind::dkv, at, to, t, level, begin, end});
+          if (input.keep_transfers) {
+            run.transfers.push_back(
+                RingTransfer{home ? TransferKind::dkv_return : TransferKind::dkv, at, to, t, level, begin, end});
+          }
           if (!last) {
             incoming_at(level, to, t + schedule.stride(level)) = end;
             break;
@@ -156,7 +169,7 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
     if (backward && !mirror) {
       for (int32_t p = 0; p < w; ++p) {
         const bool last_inner = schedule.digit(t, inner) == schedule.level_size(inner) - 1;
-        const int32_t to = last_inner ? schedule.source(p, t) : schedule.next(p, inner);
+        const int32_t to = last_inner ? schedule.source(p, t) : next(p, inner);
         const SimNs incoming = schedule.digit(t, inner) >= 1 ? dkv_arrival[cell(p, t)] : 0;
         const SimNs ready = std::max(run.steps[cell(p, t)].compute_end_ns, incoming);
         if (to == p) {  // own chunk in a one-position inner ring: nothing to move
@@ -172,8 +185,10 @@ RingRun simulate_ring(const RingSchedule& schedule, const RingInput& input, bool
         } else {
           dkv_arrival[cell(to, t + 1)] = end;
         }
-        run.transfers.push_back(
-            RingTransfer{last_inner ? TransferKind::dkv_return : TransferKind::dkv, p, to, t, level, begin, end});
+        if (input.keep_transfers) {
+          run.transfers.push_back(
+              RingTransfer{last_inner ? TransferKind::dkv_return : TransferKind::dkv, p, to, t, level, begin, end});
+        }
       }
     }
   }

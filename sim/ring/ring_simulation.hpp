@@ -81,6 +81,7 @@ struct RingInput {
   std::vector<SimNs> dkv_hop_ns;     ///< backward, mirror: [(p x W + t) x L + level] time of the level's
                                      ///< accumulator hop that p sends at step t to its level successor
   AccumulatorRoute route = AccumulatorRoute::mirror;  ///< backward: which accumulator inputs apply
+  bool keep_transfers = true;        ///< false: RingRun::transfers stays empty (the times are the same)
 };
 
 /// The simulated pass.

@@ -22,6 +22,8 @@ namespace {
 
 /// Transfer times of one ring (for building RingInput), plus what identifies rings that time alike.
 struct RingLinks {
+  std::vector<SimNs> hop_ns;       // [p x L + level]: K/V hop (kv_send_ns posts it at its steps)
+  std::vector<SimNs> dkv_step_ns;  // [p x L + level]: dK/dV hop (dkv_hop_ns posts it at every step)
   std::vector<SimNs> kv_send_ns;   // [(p x W + t) x L + level]
   std::vector<SimNs> dkv_hop_ns;   // mirror route: [(p x W + t) x L + level]
   std::vector<SimNs> dkv_send_ns;  // direct returns: [p x W + t]
@@ -84,6 +86,8 @@ std::vector<RingLinks> ring_links(const ClusterNetwork& network, const RingSched
         dkv_hop[at] = transfer_time_ns(link, shapes.dkv_chunk_bytes, s);
       }
     }
+    links.hop_ns = hop;
+    links.dkv_step_ns = dkv_hop;
     for (int32_t p = 0; p < w; ++p) {
       for (int32_t t = 0; t < w; ++t) {
         for (int32_t k = 0; k < levels; ++k) {
@@ -182,8 +186,13 @@ class StepSimulation {
     layer_compute();
     all_gather_times();
     build_ring_inputs();
-    const std::string key = ring_pass_key();
-    const std::shared_ptr<const RingPassSummary> cached = context_.ring_passes(key);
+    link_signature_ = link_signature();
+    std::string key = ring_pass_key();
+    std::shared_ptr<const RingPassSummary> cached = context_.ring_passes(key);
+    if (cached && cached->links != link_signature_) {  // another ring's links under the same hash
+      cached = nullptr;
+      key.clear();
+    }
     auto summary = cached ? nullptr : std::make_shared<RingPassSummary>();
     for (int64_t layer = 0; layer < model_.layers; ++layer) simulate_layer(layer, cached.get(), summary.get());
     if (cached) {
@@ -194,6 +203,7 @@ class StepSimulation {
       summary->per_rank_fwd_ns = per_rank_fwd_;
       summary->exposed_steps = exposed_steps_;
       summary->index_bytes = index_bytes_;
+      summary->links = link_signature_;
       context_.remember_ring_passes(key, std::move(summary));
     }
     whole_model_figures();
@@ -221,10 +231,13 @@ class StepSimulation {
   void all_gather_times();
   /// The link inputs of each ring class; only the kernel times change from layer to layer.
   void build_ring_inputs();
+  /// The link times of every ring class as the ring passes see them (with head group and
+  /// all-gather times): equal signatures, equal passes.
+  std::vector<int64_t> link_signature() const;
   /// What identifies the ring passes in the context's cache: everything they depend on (work,
-  /// cost model, links, ring schedule and order, primitive, accumulator route) and nothing that
-  /// only follows them (recomputation, ZeRO, layout shuffle). Empty (no caching) without a trace
-  /// key or when ring records are kept.
+  /// cost model, ring schedule, the link signature, primitive, accumulator route) and nothing
+  /// that only follows them (recomputation, ZeRO, layout shuffle). Empty (no caching) without a
+  /// trace key or when ring records are kept.
   std::string ring_pass_key() const;
   /// Layer `layer`: its ring passes forward and backward (from `cached` when given, else
   /// simulated and, with `summary`, recorded there), its phases, its sparse index bytes.
@@ -261,6 +274,7 @@ class StepSimulation {
   std::optional<ClusterNetwork> network_;
   std::optional<RingSchedule> schedule_;
   int32_t w_ = 0;  // ring positions
+  std::vector<int32_t> source_;  // [p x W + t]: schedule_->source(p, t)
   std::vector<RingLinks> links_;      // per ring
   std::vector<size_t> class_links_;   // representative ring of each class
   LayerOverheads overheads_;
@@ -269,6 +283,7 @@ class StepSimulation {
   std::vector<SimNs> scatter_ns_;     // per class
   int64_t heads_per_launch_ = 0;
   std::vector<RingInput> class_inputs_;
+  std::vector<int64_t> link_signature_;  // what the ring passes see of the links (ring_pass_key)
   std::vector<std::vector<SimNs>> per_rank_fwd_;  // [class][position]: forward kernel time, all layers
   std::vector<int64_t> exposed_steps_;            // per class, all layers
   double step_imbalance_sum_ = 0.0;
@@ -317,10 +332,7 @@ void StepSimulation::count_work() {
     settings.recall = plan.sparse.recall;
     settings.max_verticals = plan.sparse.max_verticals;
     settings.max_slashes = plan.sparse.max_slashes;
-    if (!options.trace_key.empty()) {
-      pattern_key = str("trace=", options.trace_key, "|sample=", options.trace_sample, "|recall=", settings.recall,
-                        "|maxv=", settings.max_verticals, "|maxs=", settings.max_slashes);
-    }
+    pattern_key = pattern_cache_key(options.trace_key, options.trace_sample, settings);
     patterns = context_.patterns(pattern_key, [&] { return select_patterns(*trace, options.trace_sample, settings); });
     require(patterns->layers == model.layers, "the trace has ", patterns->layers, " layers, model '", model.name,
             "' has ", model.layers);
@@ -370,6 +382,11 @@ void StepSimulation::build_models() {
   schedule_.emplace(level_sizes);
   w_ = schedule_->ranks();
   require(w_ == plan.context_parallel, "ring levels multiply to ", w_, ", context_parallel is ", plan.context_parallel);
+  // The chunk each position holds at each step, looked up W^2 times per layer and ring class.
+  source_.resize(static_cast<size_t>(w_) * static_cast<size_t>(w_));
+  for (int32_t p = 0; p < w_; ++p) {
+    for (int32_t t = 0; t < w_; ++t) source_[static_cast<size_t>(p) * static_cast<size_t>(w_) + static_cast<size_t>(t)] = schedule_->source(p, t);
+  }
 }
 
 void StepSimulation::classify_rings() {
@@ -513,10 +530,28 @@ void StepSimulation::build_ring_inputs() {
     input.dkv_send_ns = ring.dkv_send_ns;
     input.dkv_level = ring.dkv_level;
     input.route = options_.accumulator_route;
+    input.keep_transfers = options_.keep_ring_records;
   }
   per_rank_fwd_.assign(classes, std::vector<SimNs>(ww, 0));
   exposed_steps_.assign(classes, 0);
   q_blocks_ = ceil_div(plan_.layout.local_len(), plan_.sparse.block_q);
+}
+
+std::vector<int64_t> StepSimulation::link_signature() const {
+  std::vector<int64_t> out;
+  for (size_t c = 0; c < result_.ring_classes.size(); ++c) {
+    const RingLinks& links = links_[class_links_[c]];
+    out.push_back(result_.ring_classes[c].head_group);
+    out.push_back(gather_ns_[c]);
+    out.push_back(scatter_ns_[c]);
+    for (const auto* part : {&links.hop_ns, &links.dkv_step_ns, &links.dkv_send_ns}) {
+      out.push_back(static_cast<int64_t>(part->size()));
+      out.insert(out.end(), part->begin(), part->end());
+    }
+    out.push_back(static_cast<int64_t>(links.dkv_level.size()));
+    out.insert(out.end(), links.dkv_level.begin(), links.dkv_level.end());
+  }
+  return out;
 }
 
 std::string StepSimulation::ring_pass_key() const {
@@ -530,8 +565,17 @@ std::string StepSimulation::ring_pass_key() const {
                         "|route=", static_cast<int>(options_.accumulator_route), "|roofline=", r.attention_efficiency, ",",
                         r.gather_slowdown, ",", r.backward_flop_ratio, ",", r.launch_us, "|levels=");
   for (const RingLevel& level : plan.ring_levels) key += str(level.size, to_string(level.link), ",");
-  key += "|order=";
-  for (const int64_t rank : plan.ring_order) key += str(rank, ",");
+  // Not the ring order itself: orders whose rings time alike (mirror images, nodes visited in
+  // another sequence) share their passes. The hash names the links; the summary keeps them whole
+  // and run() checks them, so two links that hash alike never share.
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the signature's bytes
+  for (const int64_t v : link_signature_) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (static_cast<uint64_t>(v) >> (8 * byte)) & 0xffU;
+      hash *= 1099511628211ULL;
+    }
+  }
+  key += str("|links=", hash, "/", link_signature_.size());
   return key;
 }
 
@@ -543,6 +587,8 @@ void StepSimulation::simulate_layer(int64_t layer, const RingPassSummary* cached
     const RingPassSummary::Layer& c = cached->layers[static_cast<size_t>(layer)];
     lr.attention_fwd_ns = c.attention_fwd_ns;
     lr.attention_bwd_ns = c.attention_bwd_ns;
+    lr.busiest_kernel_fwd_ns = c.busiest_kernel_fwd_ns;
+    lr.busiest_kernel_bwd_ns = c.busiest_kernel_bwd_ns;
     lr.worker_imbalance = c.worker_imbalance;
     lr.exposed_share = c.exposed_share;
     lr.backward_exposed_share = c.backward_exposed_share;
@@ -550,8 +596,9 @@ void StepSimulation::simulate_layer(int64_t layer, const RingPassSummary* cached
   } else {
     layer_step_imbalance = simulate_ring_passes(layer, lr);
     if (summary != nullptr) {
-      summary->layers.push_back(RingPassSummary::Layer{lr.attention_fwd_ns, lr.attention_bwd_ns, lr.worker_imbalance,
-                                                       layer_step_imbalance, lr.exposed_share,
+      summary->layers.push_back(RingPassSummary::Layer{lr.attention_fwd_ns, lr.attention_bwd_ns,
+                                                       lr.busiest_kernel_fwd_ns, lr.busiest_kernel_bwd_ns,
+                                                       lr.worker_imbalance, layer_step_imbalance, lr.exposed_share,
                                                        lr.backward_exposed_share});
     }
   }
@@ -579,13 +626,19 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
     input.compute_ns.resize(ww * ww);
     std::vector<SimNs> backward_compute(ww * ww);
     for (int32_t p = 0; p < w; ++p) {
+      SimNs rank_fwd = 0;
+      SimNs rank_bwd = 0;
       for (int32_t t = 0; t < w; ++t) {
-        const WorkCounts& cell = matrix.at(p, schedule.source(p, t));
+        const WorkCounts& cell = matrix.at(p, source_[static_cast<size_t>(p) * ww + static_cast<size_t>(t)]);
         const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
         input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, heads_per_launch_);
         backward_compute[at] = kernel_time_ns(cost_.backward, cell, heads_per_launch_);
-        per_rank_fwd_[c][static_cast<size_t>(p)] += input.compute_ns[at];
+        rank_fwd += input.compute_ns[at];
+        rank_bwd += backward_compute[at];
       }
+      per_rank_fwd_[c][static_cast<size_t>(p)] += rank_fwd;
+      lr.busiest_kernel_fwd_ns = std::max(lr.busiest_kernel_fwd_ns, rank_fwd);
+      lr.busiest_kernel_bwd_ns = std::max(lr.busiest_kernel_bwd_ns, rank_bwd);
     }
     RingPassResult fwd;
     fwd.layer = layer;
@@ -745,6 +798,12 @@ PlanPrediction SimulationResult::prediction(const std::string& version) const {
   p.exposed_comm_share = exposed_share;
   p.peak_memory_gib = static_cast<double>(memory.peak_bytes) / static_cast<double>(int64_t{1} << 30);
   return p;
+}
+
+std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings) {
+  if (trace_key.empty()) return {};
+  return str("trace=", trace_key, "|sample=", sample, "|recall=", settings.recall, "|maxv=", settings.max_verticals,
+             "|maxs=", settings.max_slashes);
 }
 
 SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,

@@ -77,6 +77,8 @@ struct LayerResult {
   std::vector<LayerPhase> backward;
   SimNs attention_fwd_ns = 0;          ///< slowest ring, forward
   SimNs attention_bwd_ns = 0;          ///< slowest ring, backward
+  SimNs busiest_kernel_fwd_ns = 0;     ///< busiest rank's summed kernel time of any ring, forward
+  SimNs busiest_kernel_bwd_ns = 0;     ///< the same, backward
   SimNs forward_ns = 0;                ///< sum of the forward phases
   SimNs backward_ns = 0;               ///< sum of the backward phases
   WorkCounts work;                     ///< all ranks, steps and head groups
@@ -127,6 +129,11 @@ struct SimulationResult {
   /// The plan's `prediction` block for this result.
   PlanPrediction prediction(const std::string& version) const;
 };
+
+/// The key under which simulate() caches the kept patterns of sample `sample` of the trace
+/// identified by `trace_key` at `settings` (SimulationContext::patterns); empty without a trace key.
+/// A caller that selected the same patterns may place them in the context under this key first.
+std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings);
 
 /// Simulates one training step of `plan`. `trace` is required when the plan is sparse and must
 /// match the model (layers, query heads) and the plan's sequence length; it is ignored when dense.

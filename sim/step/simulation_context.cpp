@@ -30,11 +30,7 @@ std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& patter
 std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& pattern_key, const PatternSet& patterns,
                                                        const TokenLayout& layout, int64_t block_q, int64_t block_k,
                                                        int64_t head_groups, int64_t micro_batch, int threads) {
-  const std::string key =
-      pattern_key.empty() ? std::string()
-                          : str(pattern_key, "|", to_string(layout.kind()), "|N=", layout.seq_len_tokens(), "|W=", layout.ranks(),
-                                "|G=", layout.granularity_tokens(), "|bq=", block_q, "|bk=", block_k, "|groups=", head_groups,
-                                "|batch=", micro_batch);
+  const std::string key = work_key(pattern_key, layout, block_q, block_k, head_groups, micro_batch);
   if (!key.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = work_.find(key);
@@ -53,11 +49,27 @@ std::shared_ptr<const WorkSet> SimulationContext::work(const std::string& patter
   return made;
 }
 
+std::string SimulationContext::work_key(const std::string& pattern_key, const TokenLayout& layout, int64_t block_q,
+                                        int64_t block_k, int64_t head_groups, int64_t micro_batch) {
+  if (pattern_key.empty()) return {};
+  return str(pattern_key, "|", to_string(layout.kind()), "|N=", layout.seq_len_tokens(), "|W=", layout.ranks(),
+             "|G=", layout.granularity_tokens(), "|bq=", block_q, "|bk=", block_k, "|groups=", head_groups,
+             "|batch=", micro_batch);
+}
+
+void SimulationContext::remember_work(const std::string& key, std::shared_ptr<const WorkSet> set) {
+  if (key.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  work_[key] = std::move(set);
+}
+
 std::shared_ptr<const RingPassSummary> SimulationContext::ring_passes(const std::string& key) const {
   if (key.empty()) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = ring_passes_.find(key);
-  return it == ring_passes_.end() ? nullptr : it->second;
+  if (it == ring_passes_.end()) return nullptr;
+  ++ring_pass_hits_;
+  return it->second;
 }
 
 void SimulationContext::remember_ring_passes(const std::string& key, std::shared_ptr<const RingPassSummary> summary) {
@@ -69,6 +81,11 @@ void SimulationContext::remember_ring_passes(const std::string& key, std::shared
 int64_t SimulationContext::work_cache_hits() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return hits_;
+}
+
+int64_t SimulationContext::ring_pass_hits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ring_pass_hits_;
 }
 
 int64_t SimulationContext::work_cache_misses() const {

@@ -2,9 +2,10 @@
 // tuner can re-simulate another ring order or hierarchy split of the same (layout, degree,
 // granularity, block sizes) without counting work again, and of ring-pass summaries, so that
 // plans differing only in what follows the ring passes (recomputation, ZeRO stage, layout
-// shuffle) do not simulate the rings again. No global or static mutable state:
-// two contexts, or two simulations in one context, give identical results. Thread-safe (the
-// caches are behind a mutex; counting happens outside it). Tested in tests/sim/simulation_test.cpp.
+// shuffle), or in ring orders whose links time alike, do not simulate the rings again. No global
+// or static mutable state: two contexts, or two simulations in one context, give identical
+// results. Thread-safe (the caches are behind a mutex; counting happens outside it). Tested in
+// tests/sim/simulation_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,15 @@
 namespace sparsering {
 
 /// What the simulator keeps of the ring passes of a whole model when it does not keep their
-/// records: per layer the slowest ring's times and the worst ring's figures, per ring class the
+/// records: per layer the slowest ring's times, the busiest rank's kernel time and the worst
+/// ring's figures, per ring class the
 /// forward kernel time of every position and the exposed steps, and the sparse index bytes.
 struct RingPassSummary {
   struct Layer {
     SimNs attention_fwd_ns = 0;
     SimNs attention_bwd_ns = 0;
+    SimNs busiest_kernel_fwd_ns = 0;
+    SimNs busiest_kernel_bwd_ns = 0;
     double worker_imbalance = 1.0;
     double step_imbalance = 1.0;
     double exposed_share = 0.0;
@@ -38,6 +42,7 @@ struct RingPassSummary {
   std::vector<std::vector<SimNs>> per_rank_fwd_ns;  ///< [class][position], all layers
   std::vector<int64_t> exposed_steps;               ///< per class, all layers
   int64_t index_bytes = 0;                          ///< busiest rank, all layers
+  std::vector<int64_t> links;                       ///< the link signature the passes were simulated with
 };
 
 class SimulationContext {
@@ -59,6 +64,13 @@ class SimulationContext {
                                       const TokenLayout& layout, int64_t block_q, int64_t block_k, int64_t head_groups,
                                       int64_t micro_batch, int threads);
 
+  /// The key under which work() caches a work set (empty for an empty pattern key).
+  static std::string work_key(const std::string& pattern_key, const TokenLayout& layout, int64_t block_q, int64_t block_k,
+                              int64_t head_groups, int64_t micro_batch);
+  /// Places a work set counted elsewhere under `key` (what count_work_set returns for that key's
+  /// inputs), so that work() finds it instead of counting. An empty key is never cached.
+  void remember_work(const std::string& key, std::shared_ptr<const WorkSet> set);
+
   /// The ring-pass summary cached under `key` (empty = not cached, or an empty key).
   std::shared_ptr<const RingPassSummary> ring_passes(const std::string& key) const;
   /// Caches `summary` under `key` (an empty key is never cached).
@@ -66,6 +78,8 @@ class SimulationContext {
 
   int64_t work_cache_hits() const;
   int64_t work_cache_misses() const;
+  /// Ring-pass summaries found by ring_passes().
+  int64_t ring_pass_hits() const;
   /// Drops every cached entry.
   void clear();
 
@@ -76,6 +90,7 @@ class SimulationContext {
   std::map<std::string, std::shared_ptr<const RingPassSummary>> ring_passes_;
   int64_t hits_ = 0;
   int64_t misses_ = 0;
+  mutable int64_t ring_pass_hits_ = 0;
 };
 
 }  // namespace sparsering

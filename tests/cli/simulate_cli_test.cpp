@@ -1,12 +1,14 @@
 // `sparsering simulate` end to end: runs the built binary on the bundled 32K sample trace and a
 // small plan (tests/golden/data/), and checks the outputs (result.json and timeline.json written
-// into --out, never overwritten without --force, --format json on stdout), the exit codes (0 /
-// 2) and that every bad input names its problem. Also --version and --help of the binary.
+// into --out, never overwritten without --force, --format json on stdout, several trace samples
+// side by side), the exit codes (0 / 2) and that every bad input names its problem. Also
+// --version and --help of the binary.
 // (`sparsering trace` is covered by tests/traces/cli_trace_test.cpp.)
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +142,47 @@ TEST_F(SimulateCli, JsonOnStdoutIsValid) {
   const Result two = run("simulate --plan " + plan() + " --format json --threads 2", false);
   ASSERT_EQ(one.code, 0);
   EXPECT_EQ(one.output, two.output);
+}
+
+TEST_F(SimulateCli, SeveralSamplesSideBySide) {
+  // A three-sample trace of the plan's model and length: each sample's figures and the statistics
+  // over them, on stdout as JSON and as a table, and in result.json.
+  const std::string trace = path("three.safetensors");
+  ASSERT_EQ(run("trace synth --model " + source("configs/models/qwen2.5-3b.yaml") +
+                " --seq-len 32K --seed 5 --samples 3 --vertical-slots 256 --slash-slots 256 --out " + trace)
+                .code,
+            0);
+  const Result json = run("simulate --plan " + plan() + " --trace " + trace + " --samples all --format json", false);
+  ASSERT_EQ(json.code, 0) << json.output;
+  const auto doc = nlohmann::json::parse(json.output);
+  ASSERT_EQ(doc["samples"].size(), 3U);
+  EXPECT_EQ(doc["detail_sample"], 0);
+  EXPECT_EQ(doc["samples"][2]["sample"], 2);
+  const double first = doc["samples"][0]["step_ms"].get<double>();
+  EXPECT_NEAR(first, doc["step"]["step_ns"].get<double>() * 1e-6, 1e-6) << "the detail is the first sample's";
+  const auto& step = doc["aggregate"]["step_ms"];
+  EXPECT_LE(step["min"].get<double>(), step["mean"].get<double>());
+  EXPECT_LE(step["mean"].get<double>(), step["max"].get<double>());
+  // One sample alone gives that sample's step.
+  const Result one = run("simulate --plan " + plan() + " --trace " + trace + " --sample 2 --format json", false);
+  ASSERT_EQ(one.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(one.output)["step"]["step_ns"].get<int64_t>(),
+            static_cast<int64_t>(std::llround(doc["samples"][2]["step_ms"].get<double>() * 1e6)));
+  const Result table = run("simulate --plan " + plan() + " --trace " + trace + " --samples 2,0");
+  ASSERT_EQ(table.code, 0) << table.output;
+  EXPECT_TRUE(contains(table.output, "per trace sample (2)")) << table.output;
+  const std::string out = path("out");
+  ASSERT_EQ(run("simulate --plan " + plan() + " --trace " + trace + " --samples 2 --out " + out).code, 0);
+  const auto written = nlohmann::json::parse(read_text(fs::path(out) / "result.json"));
+  EXPECT_EQ(written["samples"].size(), 2U);
+  EXPECT_TRUE(written.contains("rings"));
+  // Refused: both flags, a sample that does not exist.
+  const Result both = run("simulate --plan " + plan() + " --trace " + trace + " --samples 2 --sample 1");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_TRUE(contains(both.output, "not both")) << both.output;
+  const Result missing = run("simulate --plan " + plan() + " --trace " + trace + " --samples 0,5");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_TRUE(contains(missing.output, "sample 5 does not exist")) << missing.output;
 }
 
 TEST_F(SimulateCli, BadInputsExitTwoNamingTheProblem) {

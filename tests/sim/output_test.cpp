@@ -1,12 +1,15 @@
 // Outputs: result JSON carries every per-rank per-step figure, the Chrome trace has one process
-// per rank with compute/send/recv tracks and respects its event budget, the summary prints
-// (sim/output/).
+// per rank with compute/send/recv tracks and respects its event budget, the summary prints, and
+// per-sample results line up with their statistics (sim/output/).
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 #include <sstream>
 
+#include "common/error.hpp"
 #include "sim/output/result_json.hpp"
+#include "sim/output/sample_summary.hpp"
 #include "sim/output/summary_table.hpp"
 #include "sim/output/timeline_json.hpp"
 #include "tests/sim/sim_test_inputs.hpp"
@@ -69,6 +72,32 @@ TEST(OutputTest, SummaryPrints) {
   EXPECT_NE(out.str().find("training step"), std::string::npos);
   EXPECT_NE(out.str().find("tokens/s"), std::string::npos);
   EXPECT_NE(out.str().find("memory per GPU"), std::string::npos);
+}
+
+TEST(OutputTest, SamplesSideBySideWithTheirStatistics) {
+  // Two hand-set results: steps of 10 and 30 ms.
+  std::vector<SimulationResult> results(2);
+  results[0].step.step_ns = 10'000'000;
+  results[1].step.step_ns = 30'000'000;
+  results[0].step.tokens_per_s = 300.0;
+  results[1].step.tokens_per_s = 100.0;
+  results[1].memory.peak_bytes = int64_t{2} << 30;
+  const nlohmann::json j = sample_summary_json({4, 1}, results);
+  ASSERT_EQ(j.at("samples").size(), 2U);
+  EXPECT_EQ(j.at("samples")[0].at("sample"), 4);
+  EXPECT_DOUBLE_EQ(j.at("samples")[1].at("step_ms").get<double>(), 30.0);
+  const nlohmann::json& step = j.at("aggregate").at("step_ms");
+  EXPECT_DOUBLE_EQ(step.at("mean").get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(step.at("p50").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(step.at("max").get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(step.at("min").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(step.at("stdev").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j.at("aggregate").at("peak_memory_gib").at("max").get<double>(), 2.0);
+  std::ostringstream out;
+  print_sample_summary(out, {4, 1}, results);
+  EXPECT_NE(out.str().find("per trace sample (2)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("20.000"), std::string::npos) << out.str();  // the mean step
+  EXPECT_THROW(sample_summary_json({0}, results), InputError);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Ring schedule and ring event simulation: chunk sources, hop structure, closed forms for uniform
-// rings, hierarchical rings that degenerate to flat ones, relabelling, monotonicity, and
-// hand-derived backward and hierarchical timelines (sim/ring/).
+// rings, hierarchical rings that degenerate to flat ones, relabelling, monotonicity, the same times
+// without transfer records, and hand-derived backward and hierarchical timelines (sim/ring/).
 #include "sim/ring/ring_simulation.hpp"
 
 #include "sim/ring/all_gather_pass.hpp"
@@ -28,6 +28,24 @@ RingInput uniform_input(const RingSchedule& s, SimNs compute, const std::vector<
   in.dkv_send_ns.assign(w * w, dkv);
   in.dkv_level.assign(w * w, 0);
   in.dkv_hop_ns.assign(w * w * levels, dkv);
+  return in;
+}
+
+/// One of a few flat and nested shapes.
+RingSchedule random_schedule(std::mt19937_64& rng) {
+  const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
+  return RingSchedule(shapes[rng() % shapes.size()]);
+}
+
+/// Random compute and transfer times (0-999 ns), accumulator levels and route.
+RingInput random_input(std::mt19937_64& rng, const RingSchedule& s) {
+  RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
+  for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
+  for (auto& v : in.dkv_level) v = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.levels()));
+  for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
+  in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
   return in;
 }
 
@@ -169,15 +187,8 @@ TEST(RingSimulationTest, RotatingPositionsRotatesTheTimeline) {
 TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   for (int trial = 0; trial < 200; ++trial) {
-    const std::vector<std::vector<int64_t>> shapes = {{5}, {4, 2}, {2, 2, 2}, {3, 3}};
-    const RingSchedule s(shapes[rng() % shapes.size()]);
-    RingInput in = uniform_input(s, 0, std::vector<SimNs>(static_cast<size_t>(s.levels()), 0), 0);
-    for (auto& v : in.compute_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.kv_send_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.dkv_send_ns) v = static_cast<SimNs>(rng() % 1000);
-    for (auto& v : in.dkv_level) v = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.levels()));
-    for (auto& v : in.dkv_hop_ns) v = static_cast<SimNs>(rng() % 1000);
-    in.route = rng() % 2 == 1 ? AccumulatorRoute::mirror : AccumulatorRoute::direct_return;
+    const RingSchedule s = random_schedule(rng);
+    RingInput in = random_input(rng, s);
     const bool backward = rng() % 2 == 1;
     const RingRun base = simulate_ring(s, in, backward);
     RingInput less = in;
@@ -192,6 +203,28 @@ TEST(RingSimulationTest, LessWorkOrFasterLinksNeverSlower) {
     const RingRun faster = simulate_ring(s, less, backward);
     EXPECT_LE(faster.end_ns, base.end_ns);
     for (size_t p = 0; p < base.finish_ns.size(); ++p) EXPECT_LE(faster.finish_ns[p], base.finish_ns[p]);
+  }
+}
+
+TEST(RingSimulationTest, WithoutTransfersTheTimesAreTheSame) {
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  for (int trial = 0; trial < 50; ++trial) {
+    const RingSchedule s = random_schedule(rng);
+    RingInput in = random_input(rng, s);
+    const bool backward = rng() % 2 == 1;
+    const RingRun full = simulate_ring(s, in, backward);
+    in.keep_transfers = false;
+    const RingRun bare = simulate_ring(s, in, backward);
+    EXPECT_FALSE(full.transfers.empty());
+    EXPECT_TRUE(bare.transfers.empty());
+    EXPECT_EQ(bare.finish_ns, full.finish_ns);
+    EXPECT_EQ(bare.end_ns, full.end_ns);
+    for (int32_t p = 0; p < s.ranks(); ++p) {
+      for (int32_t t = 0; t < s.ranks(); ++t) {
+        EXPECT_EQ(bare.at(p, t).compute_start_ns, full.at(p, t).compute_start_ns);
+        EXPECT_EQ(bare.at(p, t).recv_end_ns, full.at(p, t).recv_end_ns);
+      }
+    }
   }
 }
 

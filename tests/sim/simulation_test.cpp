@@ -1,7 +1,9 @@
 // End-to-end simulator: a hand-derived dense two-rank ring, determinism across contexts, work
-// cache reuse across ring orders, relabelling of symmetric ranks, hierarchical rings with a
-// one-node outer level, monotonicity in sparsity, NIC sharing across ring levels, the dK/dV
-// accumulator routes, the index build phase, and input checks (sim/step/simulation.hpp).
+// cache reuse across ring orders, ring passes shared by orders whose links time alike, the
+// busiest rank's kernel time with and without ring records, relabelling of symmetric ranks,
+// hierarchical rings with a one-node outer level, monotonicity in sparsity, NIC sharing across
+// ring levels, the dK/dV accumulator routes, the index build phase, and input checks
+// (sim/step/simulation.hpp).
 #include "sim/step/simulation.hpp"
 
 #include <gtest/gtest.h>
@@ -76,6 +78,45 @@ TEST(SimulationTest, TwoSimulationsAgreeAndReuseWork) {
   EXPECT_EQ(again.step.step_ns, c.step.step_ns);
 }
 
+TEST(SimulationTest, BusiestKernelTimeWithAndWithoutRingRecords) {
+  // The busiest rank's summed kernel time of each layer and direction is what the ring records
+  // show, and a simulation without records (its ring passes from the cache) reports the same.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 4);
+  const Trace trace = small_trace(2, 4, 4096, 17);
+  const PlanConfig plan = small_plan(4096, 4, "zigzag", 0, true, {{4, "nvlink"}}, 2, 1);
+  SimulationOptions options;
+  options.trace_key = "busiest";
+  SimulationContext context;
+  const SimulationResult with_records = simulate(context, plan, model, cluster, &trace, options);
+  for (const LayerResult& layer : with_records.layers) {
+    SimNs fwd = 0;
+    SimNs bwd = 0;
+    for (const RingPassResult& pass : with_records.rings) {
+      if (pass.layer != layer.layer) continue;
+      const int32_t w = pass.run.ranks;
+      for (int32_t p = 0; p < w; ++p) {
+        SimNs sum = 0;
+        for (int32_t t = 0; t < w; ++t) sum += pass.compute_ns[static_cast<size_t>(p * w + t)];
+        (pass.backward ? bwd : fwd) = std::max(pass.backward ? bwd : fwd, sum);
+      }
+    }
+    EXPECT_GT(fwd, 0);
+    EXPECT_EQ(layer.busiest_kernel_fwd_ns, fwd);
+    EXPECT_EQ(layer.busiest_kernel_bwd_ns, bwd);
+    EXPECT_LE(layer.busiest_kernel_fwd_ns, layer.attention_fwd_ns);
+  }
+  options.keep_ring_records = false;
+  for (int run = 0; run < 2; ++run) {  // the second one reads the cached ring passes
+    const SimulationResult bare = simulate(context, plan, model, cluster, &trace, options);
+    EXPECT_TRUE(bare.rings.empty());
+    for (size_t l = 0; l < bare.layers.size(); ++l) {
+      EXPECT_EQ(bare.layers[l].busiest_kernel_fwd_ns, with_records.layers[l].busiest_kernel_fwd_ns);
+      EXPECT_EQ(bare.layers[l].busiest_kernel_bwd_ns, with_records.layers[l].busiest_kernel_bwd_ns);
+    }
+  }
+}
+
 TEST(SimulationTest, RelabellingSymmetricRanksChangesNothing) {
   // One node, identical NVLink between every pair: any ring order times the same.
   const ModelConfig model = small_model();
@@ -91,6 +132,41 @@ TEST(SimulationTest, RelabellingSymmetricRanksChangesNothing) {
     EXPECT_EQ(a.layers[l].attention_fwd_ns, b.layers[l].attention_fwd_ns);
     EXPECT_EQ(a.layers[l].attention_bwd_ns, b.layers[l].attention_bwd_ns);
   }
+}
+
+TEST(SimulationTest, RingOrdersWhoseLinksTimeAlikeShareTheirRingPasses) {
+  // Two nodes of four: the ring that starts on the other node crosses the same fabric at the
+  // same positions, so its passes come from the cache; an order that crosses nodes at every hop
+  // does not.
+  const ModelConfig model = small_model();
+  const ClusterConfig cluster = small_cluster(2, 4);
+  const Trace trace = small_trace(2, 4, 4096, 19);
+  PlanConfig plan = small_plan(4096, 8, "striped", 64, true, {{8, "infiniband"}});
+  SimulationOptions options;
+  options.trace_key = "orders";
+  options.keep_ring_records = false;
+  SimulationContext context;
+  const SimulationResult a = simulate(context, plan, model, cluster, &trace, options);
+  EXPECT_EQ(context.ring_pass_hits(), 0);
+  plan.ring_order = {4, 5, 6, 7, 0, 1, 2, 3};
+  const SimulationResult b = simulate(context, plan, model, cluster, &trace, options);
+  EXPECT_EQ(context.ring_pass_hits(), 1);
+  EXPECT_EQ(b.step.step_ns, a.step.step_ns);
+  plan.ring_order = {0, 4, 1, 5, 2, 6, 3, 7};
+  const SimulationResult c = simulate(context, plan, model, cluster, &trace, options);
+  EXPECT_EQ(context.ring_pass_hits(), 1);
+  EXPECT_GT(c.layers[0].attention_fwd_ns, a.layers[0].attention_fwd_ns);
+  // The same orders simulated apart, without the cache, agree with the cached ones.
+  SimulationContext fresh;
+  plan.ring_order = {4, 5, 6, 7, 0, 1, 2, 3};
+  const SimulationResult alone = simulate(fresh, plan, model, cluster, &trace, options);
+  EXPECT_EQ(alone.step.step_ns, b.step.step_ns);
+  for (size_t l = 0; l < alone.layers.size(); ++l) {
+    EXPECT_EQ(alone.layers[l].attention_bwd_ns, b.layers[l].attention_bwd_ns);
+    EXPECT_EQ(alone.layers[l].busiest_kernel_fwd_ns, b.layers[l].busiest_kernel_fwd_ns);
+  }
+  EXPECT_EQ(alone.step_imbalance, b.step_imbalance);
+  EXPECT_EQ(alone.exposed_share, b.exposed_share);
 }
 
 TEST(SimulationTest, OneNodeOuterLevelEqualsFlatRing) {

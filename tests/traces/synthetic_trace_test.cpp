@@ -1,6 +1,6 @@
 // Synthetic traces: valid, shaped by the prior (kept counts = budgets at the budget recall),
-// realistic in aggregate (Qwen2.5-3B at 512K: ~95% tile sparsity), reproducible per seed and
-// independent of the thread count.
+// realistic in aggregate (Qwen2.5-3B at 512K: ~95% tile sparsity), drifting steadily over the
+// samples when asked, reproducible per seed and independent of the thread count.
 #include "traces/synth/synthetic_trace.hpp"
 
 #include <gtest/gtest.h>
@@ -131,6 +131,41 @@ TEST(SyntheticTrace, KeptCountsFollowScaledBudgetsWithStepVariation) {
     }
   }
   EXPECT_NEAR(log_ratio_sum / count, 0.0, 0.15);
+}
+
+TEST(SyntheticTrace, DriftMovesEachHeadsBudgetsSteadilyAcrossTheSamples) {
+  SynthSettings s = tiny_settings(sparsering::testing_support::test_seed());
+  s.seq_len_tokens = 16384;
+  s.samples = 3;
+  s.step_variation = 0.0;  // only the trend moves the budgets
+  s.vertical_slots = s.slash_slots = 1024;
+  RecallSettings r;
+  r.max_verticals = r.max_slashes = 1 << 20;
+  const Trace flat = synthesize_trace(s);
+  s.drift = 1.0;
+  const Trace drifting = synthesize_trace(s);
+  EXPECT_EQ(drifting.metadata.provenance.at("drift"), "1");
+  int moved = 0;
+  for (int64_t l = 0; l < 3; ++l) {
+    for (int64_t h = 0; h < 4; ++h) {
+      for (const bool verticals : {false, true}) {
+        const auto count = [&](const Trace& t, int64_t sample) {
+          const KeptCounts kept = kept_counts(t, sample, l, h, r);
+          return verticals ? kept.verticals : kept.slashes;
+        };
+        // Without drift every sample keeps the same; with it the first sample is unchanged and
+        // the counts move one way.
+        EXPECT_EQ(count(flat, 0), count(flat, 2));
+        EXPECT_EQ(count(drifting, 0), count(flat, 0));
+        const int64_t c0 = count(drifting, 0);
+        const int64_t c1 = count(drifting, 1);
+        const int64_t c2 = count(drifting, 2);
+        EXPECT_GE((c1 - c0) * (c2 - c1), 0) << "layer " << l << " head " << h;
+        moved += std::abs(std::log(static_cast<double>(c2) / static_cast<double>(c0))) > 0.1 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GE(moved, 12);  // of 24: |y| > 0.1 for 92% of heads
 }
 
 TEST(SyntheticTrace, ReproduciblePerSeedDifferentAcrossSeedsAndSamples) {
@@ -269,6 +304,7 @@ TEST(SyntheticTrace, BadSettingsAreInputErrors) {
       {[](SynthSettings& s) { s.budget_recall = 1.0; }, "budget recall"},
       {[](SynthSettings& s) { s.budget_length_exponent = -1; }, "exponent"},
       {[](SynthSettings& s) { s.step_variation = 2; }, "step variation"},
+      {[](SynthSettings& s) { s.drift = 2.5; }, "drift"},
       {[](SynthSettings& s) { s.prior.budgets.pop_back(); }, "prior"},
       {[](SynthSettings& s) {
          s.samples = 4000;

@@ -1,6 +1,6 @@
 // `sparsering tune` end to end (cli/tune_command.cpp, run through the built `sparsering` binary):
-// a small model, GPU and cluster written to a temporary folder, a synthetic trace, and the
-// command's outputs, refusals and exit codes.
+// a small model, GPU and cluster written to a temporary folder, synthetic traces (one and three
+// samples), and the command's outputs, refusals and exit codes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "common/atomic_file.hpp"
@@ -61,6 +62,7 @@ class CliTune : public ::testing::Test {
                           "  nics_per_node: 1\n  bandwidth_gbytes_per_s: 4\n  latency_us: 5\n",
                           true);
     write_trace(dir_ / "trace.safetensors", testing::tiny_trace(testing::tiny_model(), 8192, 3, 4), true);
+    write_trace(dir_ / "samples.safetensors", testing::tiny_trace(testing::tiny_model(), 8192, 4, 4, 3), true);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -110,13 +112,14 @@ TEST_F(CliTune, JsonOutput) {
   // Ranked by tie group (plans within the model's error are tied; lower memory first inside one).
   EXPECT_LE(j.at("ranked")[0].at("tie_group").get<int64_t>(), j.at("ranked")[1].at("tie_group").get<int64_t>());
   EXPECT_GT(j.at("stats").at("simulated").get<int64_t>(), 0);
+  EXPECT_GE(j.at("stats").at("layers_counted").get<int64_t>(), j.at("stats").at("work_sets").get<int64_t>());
   // The whole ranking: every simulated plan, ascending by cost, and what each bound pruned.
   const nlohmann::json& all = j.at("simulated");
   EXPECT_EQ(static_cast<int64_t>(all.size()), j.at("stats").at("simulated").get<int64_t>());
   for (size_t k = 1; k < all.size(); ++k) EXPECT_LE(all[k - 1].at("cost").get<double>(), all[k].at("cost").get<double>());
   const nlohmann::json& pruned = j.at("pruned_by_bound");
   EXPECT_EQ(pruned.at("coarse").get<int64_t>() + pruned.at("tiles").get<int64_t>() + pruned.at("cells").get<int64_t>() +
-                pruned.at("strong_and_ring").get<int64_t>(),
+                pruned.at("strong_and_ring").get<int64_t>() + pruned.at("counted_layers").get<int64_t>(),
             j.at("stats").at("bound_pruned").get<int64_t>());
   EXPECT_EQ(pruned.at("memory").get<int64_t>(), j.at("stats").at("memory_pruned").get<int64_t>());
   EXPECT_GT(j.at("tie_band").at("relative").get<double>(), 0.0);
@@ -142,6 +145,44 @@ TEST_F(CliTune, BadInputExitsWithTwo) {
   expect_error(inputs() + " --granularities 3", "powers of two");
   const CommandRun missing = tune(str("tune --model ", (dir_ / "models/tiny.yaml").string()));
   EXPECT_EQ(missing.code, 2) << missing.out;
+}
+
+TEST_F(CliTune, SeveralSamplesRankedByAStatistic) {
+  const std::string args = str("tune --model ", (dir_ / "models/tiny.yaml").string(), " --cluster ",
+                               (dir_ / "clusters/test.yaml").string(), " --trace ",
+                               (dir_ / "samples.safetensors").string(), " --seq-len 8K --threads 2 --zero 0 --top 3");
+  const CommandRun json = tune(args + " --samples all --rank-by p90 --format json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j.at("samples"), nlohmann::json({0, 1, 2}));
+  EXPECT_EQ(j.at("rank_by"), "p90");
+  for (const nlohmann::json& plan : j.at("ranked")) {
+    ASSERT_EQ(plan.at("sample_step_ms").size(), 3U);
+    const nlohmann::json& spread = plan.at("step_ms_spread");
+    EXPECT_LE(spread.at("min").get<double>(), plan.at("step_ms").get<double>());
+    EXPECT_GE(spread.at("max").get<double>(), plan.at("step_ms").get<double>());
+  }
+  // Every sample has a fastest ranked plan.
+  std::set<int64_t> covered;
+  for (const nlohmann::json& plan : j.at("ranked")) {
+    for (const int64_t s : plan.at("fastest_on_samples")) covered.insert(s);
+  }
+  EXPECT_EQ(covered, (std::set<int64_t>{0, 1, 2}));
+  for (const nlohmann::json& plan : j.at("simulated")) EXPECT_EQ(plan.at("sample_step_ms").size(), 3U);
+  const CommandRun table = tune(args + " --samples 0,2");
+  ASSERT_EQ(table.code, 0) << table.out;
+  EXPECT_NE(table.out.find("mean step ms"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("fastest on"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("samples: 0,2; ranked by the mean step"), std::string::npos) << table.out;
+  const auto expect_error = [&](const std::string& more, const std::string& says) {
+    const CommandRun run = tune(args + more);
+    EXPECT_EQ(run.code, 2) << more << "\n" << run.out;
+    EXPECT_NE(run.out.find(says), std::string::npos) << more << "\n" << run.out;
+  };
+  expect_error(" --samples 4", "the trace has 3 samples");
+  expect_error(" --samples 0,7", "sample 7 does not exist");
+  expect_error(" --samples 1 --sample 0", "not both");
+  expect_error(" --samples all --rank-by p75", "--rank-by");
 }
 
 TEST_F(CliTune, AcceptsAHuggingFaceModelFolder) {

@@ -30,15 +30,9 @@ SimulationResult hand_result(RecomputeMode recompute) {
   r.step.backward_ns = l.backward_ns + 3;
   r.step.step_ns = r.step.forward_ns + r.step.backward_ns + 7 + 3;
   r.memory.peak_bytes = int64_t{3} << 30;
-  // Ring records: two positions; busiest forward rank computes 24 of the 30, backward 50 of 50.
-  for (const bool backward : {false, true}) {
-    RingPassResult pass;
-    pass.layer = 0;
-    pass.backward = backward;
-    pass.run.ranks = 2;
-    pass.compute_ns = backward ? std::vector<SimNs>{25, 25, 20, 20} : std::vector<SimNs>{12, 12, 10, 10};
-    r.rings.push_back(pass);
-  }
+  // Busiest ranks: forward 24 of the ring's 30, backward 50 of 50.
+  r.layers.front().busiest_kernel_fwd_ns = 24;
+  r.layers.front().busiest_kernel_bwd_ns = 50;
   return r;
 }
 
@@ -70,9 +64,9 @@ TEST(PlanFigures, ExposedCommunicationCountsRingWaiting) {
   // and grad sync 7.
   const PlanFigures f = plan_figures(hand_result(RecomputeMode::none), RecomputeMode::none);
   EXPECT_NEAR(f.exposed_comm_ms, (6 + 10 + 7) * 1e-6, 1e-15);
-  // Without records only collectives and grad sync count.
+  // A ring that waits for nothing exposes only collectives and grad sync.
   SimulationResult bare = hand_result(RecomputeMode::none);
-  bare.rings.clear();
+  bare.layers.front().busiest_kernel_fwd_ns = 30;
   EXPECT_NEAR(plan_figures(bare, RecomputeMode::none).exposed_comm_ms, 17e-6, 1e-15);
 }
 

@@ -1,6 +1,8 @@
 // The plan search (tuner/search/plan_search.hpp): on small clusters the pruned parallel search
 // ranks exactly what simulating every candidate ranks (same plans, same predicted costs), for
-// both objectives and under a memory cap; the result does not depend on the thread count.
+// both objectives, under a memory cap and over several trace samples by each statistic; a plan
+// that wins on one sample and loses on another shows it; the result does not depend on the
+// thread count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +29,20 @@ SearchSpaceOptions small_space() {
   SearchSpaceOptions o;
   o.zero_stages = {0, 1, 3};
   return o;
+}
+
+/// The tiny model on the case's cluster with the plan template a search of it uses.
+struct Setup {
+  ModelConfig model;
+  ClusterConfig cluster;
+  PlanTemplate tmpl;
+};
+
+Setup setup_for(const Case& c) {
+  Setup s{testing::tiny_model(), testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks), {}};
+  s.tmpl.model = s.model.name;
+  s.tmpl.cluster = s.cluster.name;
+  return s;
 }
 
 SearchResult run(const Case& c, const Trace& trace, bool prune, int threads, Objective objective, double cap_gib,
@@ -129,6 +145,99 @@ INSTANTIATE_TEST_SUITE_P(SmallClusters, PrunedEqualsBruteForce,
                            return str(param.param.nodes, "x", param.param.gpus, param.param.racks > 0 ? "_racks" : "");
                          });
 
+TEST(PlanSearch, DroppingCountedWorkChangesNothing) {
+  // With no room to keep counted work between rounds, geometries are counted again when needed:
+  // the ranking is the same, only more layers are counted.
+  const Case c{2, 4, 0, 80, 8192, 33};
+  const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
+  const auto [model, cluster, tmpl] = setup_for(c);
+  SearchOptions options;
+  options.threads = 2;
+  options.top = 4;
+  options.round_candidates = 8;
+  const SearchResult kept = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  options.work_set_cache_bytes = 1;
+  const SearchResult dropped = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  expect_same_ranking(dropped, kept);
+  EXPECT_GE(dropped.stats.layers_counted, kept.stats.layers_counted);
+  options.prune = false;
+  const SearchResult brute = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+  expect_same_ranking(dropped, brute);
+}
+
+TEST(PlanSearch, SeveralSamplesRankedByEachStatisticEqualBruteForce) {
+  // Three samples that differ as training steps do: for every statistic the pruned search ranks
+  // what simulating every candidate on every sample ranks.
+  const Case c{2, 2, 0, 80, 8192, 61};
+  const auto [model, cluster, tmpl] = setup_for(c);
+  const Trace trace = testing::tiny_trace(model, c.seq_len, c.seed, 4, 3);
+  for (const SampleStatistic statistic :
+       {SampleStatistic::mean, SampleStatistic::p50, SampleStatistic::p90, SampleStatistic::max}) {
+    SearchOptions options;
+    options.threads = 2;
+    options.top = 4;
+    options.round_candidates = 8;
+    options.trace_samples = {0, 1, 2};
+    options.rank_by = statistic;
+    options.prune = false;
+    const SearchResult brute = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+    options.prune = true;
+    const SearchResult pruned = search_plans(model, cluster, trace, c.seq_len, small_space(), tmpl, options);
+    expect_same_ranking(pruned, brute);
+    EXPECT_LT(pruned.stats.simulated, brute.stats.simulated) << to_string(statistic);
+    EXPECT_EQ(pruned.samples, (std::vector<int64_t>{0, 1, 2}));
+    for (const RankedPlan& p : pruned.ranked) {
+      ASSERT_EQ(p.sample_costs.size(), 3U);
+      EXPECT_DOUBLE_EQ(p.cost, sample_statistic(p.sample_costs, statistic));
+    }
+  }
+}
+
+TEST(PlanSearch, APlanThatWinsOnOneSampleAndLosesOnAnotherShowsIt) {
+  // crossing_trace: splitting heads wins sample 0, a context-parallel ring wins sample 1.
+  const ModelConfig model = testing::tiny_model();
+  const int64_t n = 8192;
+  const Trace trace = testing::crossing_trace(model, n);
+  const ClusterConfig cluster = testing::test_cluster(1, 2, 80);
+  PlanTemplate tmpl;
+  tmpl.model = model.name;
+  tmpl.cluster = cluster.name;
+  tmpl.sparse.recall = 1.0;
+  SearchSpaceOptions space;
+  space.layouts = {LayoutKind::contiguous};
+  space.block_sizes = {64};
+  space.comms = {CommPrimitive::p2p};
+  space.recomputes = {RecomputeMode::none};
+  space.zero_stages = {0};
+  SearchOptions options;
+  options.threads = 2;
+  options.top = 3;
+  options.trace_samples = {0, 1};
+  const auto find = [&](const SearchResult& r, int64_t head_parallel, int64_t context_parallel) {
+    for (const RankedPlan& p : r.ranked) {
+      const ParallelDegrees& d = r.space.degrees_of(r.space.candidates[static_cast<size_t>(p.candidate)]);
+      if (d.head_parallel == head_parallel && d.context_parallel == context_parallel) return p;
+    }
+    ADD_FAILURE() << "no plan H" << head_parallel << " W" << context_parallel << " ranked";
+    return RankedPlan{};
+  };
+  std::vector<int64_t> winners;  // head-parallel degree of the first plan, by statistic
+  for (const SampleStatistic statistic : {SampleStatistic::max, SampleStatistic::p50}) {
+    options.rank_by = statistic;
+    const SearchResult r = search_plans(model, cluster, trace, n, space, tmpl, options);
+    const RankedPlan heads = find(r, 2, 1);
+    const RankedPlan ring = find(r, 1, 2);
+    ASSERT_EQ(heads.sample_costs.size(), 2U);
+    EXPECT_LT(heads.sample_costs[0], ring.sample_costs[0]);
+    EXPECT_GT(heads.sample_costs[1], ring.sample_costs[1]);
+    EXPECT_EQ(heads.fastest_on, (std::vector<int64_t>{0}));
+    EXPECT_EQ(ring.fastest_on, (std::vector<int64_t>{1}));
+    winners.push_back(r.space.degrees_of(r.space.candidates[static_cast<size_t>(r.ranked.front().candidate)]).head_parallel);
+  }
+  // The worst sample favours splitting heads; the better of the two (p50 of two) the ring.
+  EXPECT_EQ(winners, (std::vector<int64_t>{2, 1}));
+}
+
 TEST(PlanSearch, ResultDoesNotDependOnTheThreadCount) {
   const Case c{2, 4, 0, 80, 8192, 31};
   const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
@@ -139,6 +248,8 @@ TEST(PlanSearch, ResultDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(one.stats.work_sets, three.stats.work_sets);
   EXPECT_EQ(one.stats.rounds, three.stats.rounds);
   EXPECT_EQ(one.stats.bound_pruned, three.stats.bound_pruned);
+  EXPECT_EQ(one.stats.layers_counted, three.stats.layers_counted);
+  EXPECT_EQ(one.stats.pruned_by_bound, three.stats.pruned_by_bound);
   EXPECT_EQ(one.guarantee, three.guarantee);
 }
 
@@ -146,11 +257,7 @@ TEST(PlanSearch, AGapOrAWorkSetBudgetKeepsCostsWithinWhatTheyClaim) {
   const Case c{2, 4, 0, 80, 8192, 41};
   const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed, 4);
   const SearchResult exact = run(c, trace, true, 2, Objective::step_time, 0.0, 1);
-  const ModelConfig model = testing::tiny_model();
-  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib);
-  PlanTemplate tmpl;
-  tmpl.model = model.name;
-  tmpl.cluster = cluster.name;
+  const auto [model, cluster, tmpl] = setup_for(c);
   SearchOptions options;
   options.top = 1;
   options.gap = 0.05;

@@ -1,6 +1,6 @@
 // Lower bounds of the simulator (tuner/search/step_lower_bound.hpp): on random candidates of
 // small clusters, every strength of the step-time bound and the memory bound stays at or below
-// what the simulator returns.
+// what the simulator returns, also with layers whose work is counted.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -8,7 +8,9 @@
 
 #include "sim/step/simulation.hpp"
 #include "sim/work/kept_pattern.hpp"
+#include "sim/work/block_geometry.hpp"
 #include "sim/work/pattern_set.hpp"
+#include "sim/work/work_set.hpp"
 #include "tests/tuner_search/tuner_test_inputs.hpp"
 #include "tuner/search/step_lower_bound.hpp"
 #include "tests/common/test_seed.hpp"
@@ -32,14 +34,25 @@ Inputs make_setup(int64_t nodes, int64_t gpus, int64_t racks, bool roofline, uin
   return s;
 }
 
-void check_bounds(const Inputs& s, int samples, uint64_t seed) {
-  const SearchSpace space = enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{});
+/// The space of a setup, its plan template and the simulation options of the bounds and the
+/// simulations they are checked against.
+struct Search {
+  SearchSpace space;
   PlanTemplate tmpl;
-  tmpl.model = s.model.name;
-  tmpl.cluster = s.cluster.name;
   SimulationOptions options;
-  options.trace_key = "bounds-test";
-  options.keep_ring_records = false;
+};
+
+Search search_for(const Inputs& s) {
+  Search out{enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{}), {}, {}};
+  out.tmpl.model = s.model.name;
+  out.tmpl.cluster = s.cluster.name;
+  out.options.trace_key = "bounds-test";
+  out.options.keep_ring_records = false;
+  return out;
+}
+
+void check_bounds(const Inputs& s, int samples, uint64_t seed) {
+  const auto [space, tmpl, options] = search_for(s);
   SimulationContext context;
   StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(seed));
@@ -81,6 +94,48 @@ TEST(StepLowerBound, BoundsTheSimulationOnTwoNodesOfFourUncalibrated) {
 }
 
 TEST(StepLowerBound, BoundsTheSimulationWithRacks) { check_bounds(make_setup(4, 2, 2, false, 14, 3), 120, 4); }
+
+TEST(StepLowerBound, CountedLayersRaiseTheBoundAndStillBoundTheSimulation) {
+  // Layers whose work is counted replace their bound by exact kernel times: the step bound only
+  // rises, stays at or below the simulation, and every layer counted (in two parts, out of
+  // order) leaves the ring bound with the simulator's own cells.
+  const Inputs s = make_setup(2, 4, 0, false, 16, 5);
+  const auto [space, tmpl, options] = search_for(s);
+  SimulationContext context;
+  StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
+  std::mt19937_64 rng(sparsering::testing_support::fixed_seed(8));
+  int checked = 0;
+  for (int trial = 0; trial < 40 && checked < 12; ++trial) {
+    const Candidate& c = space.candidates[std::uniform_int_distribution<size_t>(0, space.candidates.size() - 1)(rng)];
+    if (bound.exact_layers(c.geometry) > 0) continue;
+    const Geometry& g = space.geometry_of(c);
+    const SimulationResult r = simulate(context, make_candidate_plan(space, c, tmpl), s.model, s.cluster, &s.trace, options);
+    bound.refine(c.geometry, 2, StepLowerBound::kStrong);
+    if (bound.ring_bound_applies(c)) bound.refine_ring(c, 2);
+    SimNs before = bound.step_ns(c);
+    const std::vector<int64_t> order = {1, 0};  // layers counted one at a time, the last first
+    for (const int64_t layer : order) {
+      PatternSet one;
+      one.layers = 1;
+      one.heads = s.patterns.heads;
+      one.seq_len_tokens = s.patterns.seq_len_tokens;
+      for (int64_t h = 0; h < s.patterns.heads; ++h) one.patterns.push_back(s.patterns.at(layer, h));
+      const WorkSet work = count_work_set(make_block_geometry(g.layout, g.block, g.block), one,
+                                          space.degrees_of(c).head_parallel, 1, 2);
+      bound.add_exact_layers(c.geometry, {layer}, work, 2);
+      const SimNs after = bound.step_ns(c);
+      EXPECT_GE(after, before) << describe_candidate(space, c);
+      EXPECT_LE(after, r.step.step_ns) << describe_candidate(space, c);
+      before = after;
+    }
+    EXPECT_EQ(bound.exact_layers(c.geometry), 2);
+    // Refining again keeps the counted terms.
+    bound.refine(c.geometry, 2, StepLowerBound::kStrong);
+    EXPECT_EQ(bound.step_ns(c), before);
+    ++checked;
+  }
+  EXPECT_GE(checked, 6);
+}
 
 TEST(StepLowerBound, RejectsPatternsOfAnotherModel) {
   const Inputs s = make_setup(1, 4, 0, false, 15, 1);

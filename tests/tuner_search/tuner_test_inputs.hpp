@@ -67,8 +67,10 @@ inline ClusterConfig test_cluster(int64_t nodes, int64_t gpus_per_node, double m
 }
 
 /// A synthetic trace for `model` at `seq_len` tokens: random per-head budgets (seeded), so that
-/// heads differ in verticals and slashes; `vertical_scale` multiplies the vertical budgets.
-inline Trace tiny_trace(const ModelConfig& model, int64_t seq_len, uint64_t fixed, int64_t vertical_scale = 1) {
+/// heads differ in verticals and slashes; `vertical_scale` multiplies the vertical budgets; with
+/// `samples` > 1 the samples differ as training steps do (traces/synth).
+inline Trace tiny_trace(const ModelConfig& model, int64_t seq_len, uint64_t fixed, int64_t vertical_scale = 1,
+                        int64_t samples = 1) {
   const uint64_t seed = sparsering::testing_support::fixed_seed(fixed);  // prints it; SPARSERING_TEST_SEED draws others
   std::mt19937_64 rng(seed);
   SparsityPrior prior;
@@ -93,9 +95,44 @@ inline Trace tiny_trace(const ModelConfig& model, int64_t seq_len, uint64_t fixe
   s.vertical_slots = std::min<int64_t>(512, seq_len);
   s.slash_slots = std::min<int64_t>(512, seq_len);
   s.budget_reference_tokens = seq_len;
+  s.samples = samples;
   s.threads = 1;
   s.prior = prior;
   return synthesize_trace(s);
+}
+
+/// Two samples of `model` (4 query heads) at `seq_len` tokens whose kept patterns (recall 1) are
+/// exact by construction: a heavy head keeps one slash in every 64-token block diagonal (every
+/// causal tile of 64-blocks), a light head only its diagonal. Sample 0: every head heavy; sample 1:
+/// heads 0 and 1 heavy, 2 and 3 light. On 2 GPUs, splitting the heads (head parallel 2) balances
+/// sample 0 but gives one GPU all the work of sample 1, while a context-parallel ring of 2
+/// (contiguous: the later rank does 3/4 of a heavy head's tiles) is the better split for sample 1.
+inline Trace crossing_trace(const ModelConfig& model, int64_t seq_len) {
+  Trace t;
+  t.metadata.model = model.name;
+  t.samples = 2;
+  t.layers = model.layers;
+  t.heads = model.q_heads;
+  t.vertical_candidates = 1;
+  t.slash_candidates = seq_len / 64;
+  t.sample_seq_len = {seq_len, seq_len};
+  const auto ks = static_cast<size_t>(t.slash_candidates);
+  for (int64_t sample = 0; sample < 2; ++sample) {
+    for (int64_t l = 0; l < model.layers; ++l) {
+      for (int64_t h = 0; h < model.q_heads; ++h) {
+        const bool heavy = sample == 0 || h < 2;
+        t.vertical_index.push_back(-1);
+        t.vertical_mass.push_back(0.0f);
+        for (size_t k = 0; k < ks; ++k) {
+          const bool kept = heavy || k == 0;
+          t.slash_offset.push_back(kept ? static_cast<int32_t>(64 * k) : -1);
+          t.slash_mass.push_back(kept ? 0.5f / static_cast<float>(ks) : 0.0f);
+        }
+      }
+    }
+  }
+  validate_trace(t);
+  return t;
 }
 
 }  // namespace sparsering::testing

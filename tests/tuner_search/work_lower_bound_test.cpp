@@ -1,6 +1,7 @@
 // The work lower bound (tuner/search/work_lower_bound.hpp) against the simulator's exact work
-// counter on fresh random patterns: tiles equal where the bound says they are exact, and every
-// cell's tiles and chunks never exceed the exact ones.
+// counter on fresh random patterns: tiles equal where the bound says they are exact (also through
+// the rank-pair tables, which add up over heads), and every cell's tiles and chunks never exceed
+// the exact ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,15 +80,19 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
       for (const KeptPattern& p : patterns) counter.accumulate_head(p, exact);
       const bool exact_tiles = exact_tile_count(layout, block);
       exact_layouts += exact_tiles ? 1 : 0;
-      const std::vector<int64_t> offsets = tiles_by_rank_offset(heads, layout, block);
-      if (!offsets.empty()) {
+      const RankPairTiles table = rank_pair_tiles(heads, layout, block);
+      EXPECT_EQ(table.form != RankPairTiles::Form::none, exact_tiles) << to_string(layout.kind());
+      EXPECT_EQ(table.form == RankPairTiles::Form::zigzag, exact_tiles && layout.kind() == LayoutKind::zigzag);
+      if (table.form != RankPairTiles::Form::none) {
+        // The group's table is the sum of its heads' tables.
+        RankPairTiles summed = rank_pair_tiles({heads[0]}, layout, block);
+        for (size_t h = 1; h < heads.size(); ++h) summed += rank_pair_tiles({heads[h]}, layout, block);
+        EXPECT_EQ(summed.table, table.table);
         for (int32_t q = 0; q < w; ++q) {
           for (int32_t kv = 0; kv < w; ++kv) {
-            ASSERT_EQ(offsets[static_cast<size_t>(q - kv + w - 1)], exact.at(q, kv).tiles) << to_string(layout.kind());
+            ASSERT_EQ(table.at(q, kv), exact.at(q, kv).tiles) << to_string(layout.kind());
           }
         }
-      } else {
-        EXPECT_TRUE(layout.kind() == LayoutKind::zigzag || !exact_tiles);
       }
       for (const ColumnBound columns : {ColumnBound::none, ColumnBound::representative, ColumnBound::dense}) {
         const bool dense = columns == ColumnBound::dense;

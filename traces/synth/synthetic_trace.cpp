@@ -24,7 +24,7 @@ using synth::derive_seed;
 using synth::SplitMix64;
 
 // Stream purposes: part of every derived seed so two purposes never share a stream.
-enum Purpose : uint64_t { kHeadShape = 1, kLayerShape, kBands, kDocuments, kPool, kHeadSample };
+enum Purpose : uint64_t { kHeadShape = 1, kLayerShape, kBands, kDocuments, kPool, kHeadSample, kDrift };
 
 constexpr double kPeriodicHeadShare = 0.15;
 constexpr double kBandReplaceShare = 0.25;  // bands redrawn per sample
@@ -126,8 +126,14 @@ void synthesize_layer(const LayerContext& ctx, int64_t sample, int64_t layer, co
     const HeadShape shape = head_shape(s, layer, head);
     const HeadBudget& budget = ctx.prior.at(layer, head);
     SplitMix64 rng(derive_seed({s.seed, kHeadSample, us, ul, uh}));
-    const double vertical_jitter = std::exp(s.step_variation * rng.normal());
-    const double slash_jitter = std::exp(s.step_variation * rng.normal());
+    // Drift: each head's budgets move along a direction of its own from the first sample to the
+    // last (its own stream, so drift 0 leaves every other draw as it was).
+    SplitMix64 drift_rng(derive_seed({s.seed, kDrift, ul, uh}));
+    const double progress = s.samples > 1 ? static_cast<double>(sample) / static_cast<double>(s.samples - 1) : 0.0;
+    const double vertical_drift = std::exp(s.drift * progress * drift_rng.normal());
+    const double slash_drift = std::exp(s.drift * progress * drift_rng.normal());
+    const double vertical_jitter = std::exp(s.step_variation * rng.normal()) * vertical_drift;
+    const double slash_jitter = std::exp(s.step_variation * rng.normal()) * slash_drift;
 
     // Verticals: sinks first, then this head's view of the group's heavy keys.
     const int64_t vertical_target =
@@ -225,6 +231,7 @@ void validate_synth_settings(const SynthSettings& s) {
           "synth: budget length exponent must be in [0, 1], got ", s.budget_length_exponent);
   require(s.step_variation >= 0.0 && s.step_variation <= 1.0, "synth: step variation must be in [0, 1], got ",
           s.step_variation);
+  require(s.drift >= 0.0 && s.drift <= 2.0, "synth: drift must be in [0, 2], got ", s.drift);
   require(s.threads >= 0 && s.threads <= 1024, "synth: threads must be in [0, 1024], got ", s.threads);
   require(s.prior.layers >= 1 && s.prior.q_heads >= 1 &&
               static_cast<int64_t>(s.prior.budgets.size()) == s.prior.layers * s.prior.q_heads,
@@ -295,6 +302,7 @@ Trace synthesize_trace(const SynthSettings& settings) {
   provenance["budget_reference_tokens"] = std::to_string(settings.budget_reference_tokens);
   provenance["budget_length_exponent"] = format_double(settings.budget_length_exponent);
   provenance["step_variation"] = format_double(settings.step_variation);
+  provenance["drift"] = format_double(settings.drift);
   provenance["kv_heads"] = std::to_string(settings.kv_heads > 0 ? settings.kv_heads : settings.q_heads);
 
   trace.samples = settings.samples;

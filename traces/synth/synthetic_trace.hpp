@@ -5,6 +5,9 @@
 // `budget_recall` keeps about the head's budget from the sparsity prior:
 //   target = prior budget * (seq_len / budget_reference_tokens)^budget_length_exponent
 //            * exp(step_variation * z)       (z standard normal, drawn per sample: budgets vary by step)
+//            * exp(drift * s / (S - 1) * y)  (y standard normal, fixed per head and kind: over the S
+//                                             samples, read as training steps in order, each head's
+//                                             budgets move steadily one way; 0 = no trend)
 // clamped to [1, min(3/4, 0.9 budget_recall) of the candidate slots] so a tail of weaker
 // candidates always follows.
 // Verticals: 1-4 attention sinks at positions 0.. that hold 20-70% of the head's kept mass, then
@@ -16,7 +19,8 @@
 // tile density; its range is set so Qwen2.5-3B at 512K tokens and recall 0.95 has about 95%
 // tile sparsity, the figure the MTraining paper reports (see traces/synth/README.md).
 // Head structure (sinks, window share, band widths, decay, periods) is fixed per (seed, layer,
-// head); documents, heavy keys, 25% of the bands and the budgets change per sample.
+// head); documents, heavy keys, 25% of the bands and the budgets change per sample, independently
+// from sample to sample unless `drift` adds the trend (traces/synth/README.md, "Samples").
 // Deterministic per seed and independent of the thread count: every (sample, layer, head) draws
 // from its own SplitMix64 stream keyed by (seed, sample, layer, head).
 // Its peak memory is estimated before anything is allocated (estimate_synth_memory), so that
@@ -53,6 +57,7 @@ struct SynthSettings {
   int64_t budget_reference_tokens = 131072;  ///< length at which the prior's budgets hold as published
   double budget_length_exponent = 0.5;       ///< budgets scale as (N / reference)^exponent, in [0, 1]
   double step_variation = 0.15;              ///< log-normal sigma of per-sample budget changes, in [0, 1]
+  double drift = 0.0;                        ///< log-scale trend of each head's budgets over the samples, in [0, 2]
   int threads = 0;                           ///< worker threads; 0 = hardware concurrency; never changes the result
 };
 

@@ -1,8 +1,6 @@
 #include "tuner/search/plan_figures.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace sparsering {
 
@@ -21,19 +19,6 @@ PlanFigures plan_figures(const SimulationResult& result, RecomputeMode recompute
   f.exposed_share = result.exposed_share;
   f.peak_memory_gib = static_cast<double>(result.memory.peak_bytes) / static_cast<double>(int64_t{1} << 30);
 
-  // The busiest rank's kernel time of every (layer, direction), from the ring records.
-  std::map<std::tuple<int64_t, bool>, SimNs> busiest;
-  for (const RingPassResult& pass : result.rings) {
-    const int32_t w = pass.run.ranks;
-    for (int32_t p = 0; p < w; ++p) {
-      SimNs sum = 0;
-      for (int32_t t = 0; t < w; ++t) {
-        sum += pass.compute_ns[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)];
-      }
-      SimNs& slot = busiest[{pass.layer, pass.backward}];
-      slot = std::max(slot, sum);
-    }
-  }
   const bool full = recompute == RecomputeMode::full;
   const bool selective = recompute == RecomputeMode::selective;
   SimNs attention = 0, dense = 0, collectives = 0, ring_exposed = 0, fwd_bwd = 0;
@@ -59,14 +44,9 @@ PlanFigures plan_figures(const SimulationResult& result, RecomputeMode recompute
       }
     }
     fwd_bwd += layer.attention_fwd_ns + layer.attention_bwd_ns;
-    if (!result.rings.empty()) {
-      const auto exposed = [&](bool backward, SimNs pass_ns) {
-        const auto it = busiest.find({layer.layer, backward});
-        return it == busiest.end() ? SimNs{0} : std::max<SimNs>(0, pass_ns - it->second);
-      };
-      const SimNs fwd = exposed(false, layer.attention_fwd_ns);
-      ring_exposed += fwd * ((full || selective) ? 2 : 1) + exposed(true, layer.attention_bwd_ns);
-    }
+    const SimNs fwd = std::max<SimNs>(0, layer.attention_fwd_ns - layer.busiest_kernel_fwd_ns);
+    const SimNs bwd = std::max<SimNs>(0, layer.attention_bwd_ns - layer.busiest_kernel_bwd_ns);
+    ring_exposed += fwd * ((full || selective) ? 2 : 1) + bwd;
   }
   dense += result.step.lm_head_ns;
   f.attention_ms = ns_to_ms(attention);

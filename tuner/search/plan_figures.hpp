@@ -10,8 +10,8 @@
 //   grad sync    the gradient synchronisation not hidden behind backward;
 //   optimizer    the Adam update.
 // Exposed communication: collectives + grad sync + the ring-attention time beyond the busiest
-// rank's kernel time (per layer and direction, counted again when recomputed); it needs the
-// simulation's ring records (SimulationOptions::keep_ring_records), else the ring part is 0.
+// rank's kernel time (per layer and direction, counted again when recomputed; the simulator
+// reports that kernel time with or without ring records).
 // Tested in tests/tuner_search/plan_figures_test.cpp.
 #pragma once
 

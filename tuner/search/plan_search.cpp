@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <queue>
 #include <thread>
@@ -14,7 +15,10 @@
 #include "common/error.hpp"
 #include "common/table.hpp"
 #include "sim/work/kept_pattern.hpp"
+#include "sim/output/sample_statistics.hpp"
+#include "sim/work/block_geometry.hpp"
 #include "sim/work/pattern_set.hpp"
+#include "sim/work/work_set.hpp"
 #include "sparsering/version.hpp"
 #include "tuner/search/parallel_for.hpp"
 #include "tuner/search/step_lower_bound.hpp"
@@ -25,11 +29,15 @@ namespace sparsering {
 namespace {
 
 constexpr double kGiB = static_cast<double>(int64_t{1} << 30);
+/// Once a K-th best exists, a geometry's layers are counted in this many steps (file comment of
+/// plan_search.hpp).
+constexpr int64_t kCountSteps = 12;
 
 struct QueueEntry {
   double bound = 0.0;
   int64_t index = 0;
-  int32_t level = 0;  // 0 coarse, then the StepLowerBound strength of its bound
+  int32_t level = 0;   // 0 coarse, then the StepLowerBound strength of its bound
+  int64_t exact = 0;   // counted layers of its geometry when the bound was computed
 };
 
 struct LaterEntry {
@@ -39,14 +47,44 @@ struct LaterEntry {
 };
 
 struct Outcome {
-  double cost = 0.0;
-  int64_t peak_bytes = 0;
+  double cost = 0.0;                  // the ranking statistic over the samples' costs
+  std::vector<double> sample_costs;   // per sample of the search
+  int64_t peak_bytes = 0;             // the largest over the samples
   bool fits = false;
+};
+
+/// Layers of one geometry to count in a round.
+struct CountTask {
+  int32_t geometry = 0;
+  size_t sample = 0;  // index into the search's samples
+  std::vector<int64_t> layers;
+};
+
+/// The counted work of one geometry: layers in the order they are counted, their matrices, and
+/// the whole work set once every layer is in (it is then also in the simulator's context).
+struct CountState {
+  std::vector<int64_t> order;                  // layers, busiest bound first (set at the first count)
+  size_t next = 0;                             // layers of `order` counted so far
+  std::vector<WorkMatrix> matrices;            // [layer x groups + group] (empty until counted)
+  std::shared_ptr<const WorkSet> complete;     // every layer counted
+  bool started = false;                        // counting ever began (for the work-set budget)
+};
+
+/// One trace sample the search evaluates every candidate on: its patterns (normalized; also the
+/// simulator's, found under their cache key), the bounds on them, the simulation options and the
+/// counted work of every geometry.
+struct SampleSearch {
+  int64_t sample = 0;
+  std::shared_ptr<const PatternSet> patterns;
+  std::string pattern_key;
+  SimulationOptions sim;
+  std::unique_ptr<StepLowerBound> bound;
+  std::vector<CountState> counting;  // per geometry
 };
 
 /// Recall selection of the trace sample, normalized (sorted, offset 0 included) for the bounds.
 PatternSet normalized_patterns(const Trace& trace, const ModelConfig& model, int64_t seq_len, int64_t sample,
-                               const SparseSettings& sparse) {
+                               const RecallSettings& settings) {
   require(trace.layers == model.layers, "the trace has ", trace.layers, " layers but model ", model.name, " has ",
           model.layers);
   require(trace.heads == model.q_heads, "the trace has ", trace.heads, " heads per layer but model ", model.name,
@@ -56,10 +94,6 @@ PatternSet normalized_patterns(const Trace& trace, const ModelConfig& model, int
   const int64_t n = trace.sample_seq_len[static_cast<size_t>(sample)];
   require(n == seq_len, "trace sample ", sample, " has ", n, " tokens but the sequence length to tune is ", seq_len,
           "; synthesize or capture a trace of that length");
-  RecallSettings settings;
-  settings.recall = sparse.recall;
-  settings.max_verticals = sparse.max_verticals;
-  settings.max_slashes = sparse.max_slashes;
   PatternSet set = select_patterns(trace, sample, settings);
   for (KeptPattern& pattern : set.patterns) pattern = normalize_pattern(pattern, n);
   return set;
@@ -116,15 +150,25 @@ class PlanSearch {
   void bound_and_prune();
   /// Rounds of simulations until the queue is empty or its head cannot beat the K-th best.
   void simulate_survivors();
-  /// Takes the next round's candidates off the queue, refining bounds on the way; `fresh` gets
-  /// the geometries first counted in the round. False when the queue holds nothing more to simulate.
-  bool next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
-  /// Simulates a round (one candidate per fresh geometry first) and updates the best K.
-  void simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh);
+  /// Takes the next round's work off the queue, refining bounds on the way: candidates whose
+  /// work set is counted go to `batch`, geometries that need more counted layers to `counts`.
+  /// False when the queue holds nothing more to simulate or count.
+  bool next_round(std::vector<int64_t>& batch, std::vector<CountTask>& counts);
+  /// Counts the round's layers (their exact terms go into the bounds), then simulates its batch
+  /// (while there is no K-th best, with the best bounded candidates of each geometry just
+  /// completed) and updates the best K.
+  void run_round(std::vector<int64_t> batch, const std::vector<CountTask>& counts);
+  /// Counts the layers of each task on the threads, adds them to the bounds, and hands every
+  /// work set now complete to the simulator's context.
+  void count_layers(const std::vector<CountTask>& counts);
+  /// The next layers of geometry `g` to count in sample `sample` (file comment of plan_search.hpp).
+  std::vector<int64_t> next_layers(size_t sample, int32_t g) const;
+  /// Keeps the counted work within work_set_cache_bytes: drops what this round does not need.
+  void limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts);
   /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
   /// distinct indices.
   void evaluate(int64_t index);
-  /// Re-simulates the best K (and the runner-up) with ring records; ranks and explains them.
+  /// Re-assembles the best K (and the runner-up) from the cached ring passes; ranks and explains them.
   void rank_and_explain();
   /// What the search proved, in one sentence.
   void state_guarantee();
@@ -137,6 +181,17 @@ class PlanSearch {
   bool beaten(double bound) const;
   /// Estimated bytes of the counted work of geometry `g` (W^2 cells x layers x head groups).
   int64_t work_set_bytes(int32_t g) const;
+  /// The ranking statistic of the samples' step-time bounds of `c` (a bound of the statistic of
+  /// its costs: every statistic ranked by is monotone in each sample's cost).
+  double bound_cost(const Candidate& c) const;
+  /// The statistic of per-sample costs (SearchOptions::rank_by).
+  double statistic(const std::vector<double>& sample_costs) const;
+  /// Counted layers of geometry `g`, summed over the samples.
+  int64_t exact_layers(int32_t g) const;
+  /// Every sample's work set of geometry `g` is counted.
+  bool complete(int32_t g) const;
+  /// Counting of geometry `g` began in some sample (for the work-set budget).
+  bool started(int32_t g) const;
 
   const std::chrono::steady_clock::time_point started_;
   const ModelConfig& model_;
@@ -150,15 +205,13 @@ class PlanSearch {
   SearchResult result_;
   int64_t cap_bytes_ = 0;
   int threads_ = 1;
-  PatternSet patterns_;
-  std::optional<StepLowerBound> bound_;
+  std::vector<SampleSearch> samples_;
   std::priority_queue<QueueEntry, std::vector<QueueEntry>, LaterEntry> queue_;
 
   SimulationContext context_;
-  SimulationOptions sim_;
   std::vector<Outcome> outcomes_;                 // per candidate
   std::vector<char> simulated_;                   // per candidate
-  std::vector<char> counted_;                     // per geometry: its work set is in the context
+  std::vector<std::vector<int64_t>> open_of_geometry_;  // per geometry: its candidates in the queue at the start
   std::vector<std::pair<double, int64_t>> best_;  // the best K feasible (cost, index), ascending
   int64_t cached_bytes_ = 0;                      // estimated bytes of the counted work sets
   double lowest_open_ = 0.0;                      // lowest bound left in the queue (0 = none)
@@ -169,6 +222,32 @@ double PlanSearch::cost_of(SimNs step_ns, const Candidate& c) const {
   const ParallelDegrees& g = result_.space.degrees_of(c);
   return static_cast<double>(step_ns) /
          static_cast<double>(g.data_parallel * template_.micro_batch_sequences * seq_len_tokens_);
+}
+
+double PlanSearch::statistic(const std::vector<double>& sample_costs) const {
+  return sample_statistic(sample_costs, options_.rank_by);
+}
+
+double PlanSearch::bound_cost(const Candidate& c) const {
+  std::vector<double> costs;
+  for (const SampleSearch& s : samples_) costs.push_back(cost_of(s.bound->step_ns(c), c));
+  return statistic(costs);
+}
+
+int64_t PlanSearch::exact_layers(int32_t g) const {
+  int64_t total = 0;
+  for (const SampleSearch& s : samples_) total += s.bound->exact_layers(g);
+  return total;
+}
+
+bool PlanSearch::complete(int32_t g) const {
+  return std::all_of(samples_.begin(), samples_.end(),
+                     [&](const SampleSearch& s) { return s.counting[static_cast<size_t>(g)].complete != nullptr; });
+}
+
+bool PlanSearch::started(int32_t g) const {
+  return std::any_of(samples_.begin(), samples_.end(),
+                     [&](const SampleSearch& s) { return s.counting[static_cast<size_t>(g)].started; });
 }
 
 double PlanSearch::kth_cost() const {
@@ -209,7 +288,28 @@ void PlanSearch::check_options() {
 }
 
 void PlanSearch::enumerate_candidates() {
-  patterns_ = normalized_patterns(trace_, model_, seq_len_tokens_, options_.trace_sample, template_.sparse);
+  RecallSettings recall;
+  recall.recall = template_.sparse.recall;
+  recall.max_verticals = template_.sparse.max_verticals;
+  recall.max_slashes = template_.sparse.max_slashes;
+  const std::vector<int64_t> chosen =
+      options_.trace_samples.empty() ? std::vector<int64_t>{options_.trace_sample} : options_.trace_samples;
+  for (const int64_t sample : chosen) {
+    SampleSearch s;
+    s.sample = sample;
+    s.sim = options_.simulation;
+    s.sim.trace_sample = sample;
+    s.sim.trace_key = "tuner-search";
+    s.sim.keep_ring_records = false;
+    // The simulator would select the same patterns again: it finds these under its key instead
+    // (normalizing changes nothing it counts).
+    s.pattern_key = pattern_cache_key(s.sim.trace_key, sample, recall);
+    s.patterns = context_.patterns(s.pattern_key, [&] {
+      return normalized_patterns(trace_, model_, seq_len_tokens_, sample, recall);
+    });
+    samples_.push_back(std::move(s));
+  }
+  for (const SampleSearch& s : samples_) result_.samples.push_back(s.sample);
   result_.space = enumerate_search_space(model_, cluster_, seq_len_tokens_, space_options_);
   result_.stats.candidates = static_cast<int64_t>(result_.space.candidates.size());
   result_.stats.geometries = static_cast<int64_t>(result_.space.geometries.size());
@@ -219,7 +319,11 @@ void PlanSearch::bound_and_prune() {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
   const int64_t count = stats.candidates;
-  bound_.emplace(model_, cluster_, space, patterns_, template_, options_.simulation);
+  for (SampleSearch& s : samples_) {
+    s.bound = std::make_unique<StepLowerBound>(model_, cluster_, space, *s.patterns, template_, options_.simulation);
+  }
+  const StepLowerBound& memory_bound = *samples_.front().bound;  // memory does not depend on the patterns
+  open_of_geometry_.assign(space.geometries.size(), {});
   int64_t least_memory = std::numeric_limits<int64_t>::max();
   int64_t least_memory_candidate = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -228,7 +332,7 @@ void PlanSearch::bound_and_prune() {
       queue_.push(QueueEntry{0.0, i, 2});
       continue;
     }
-    const int64_t memory = bound_->memory_bytes(c);
+    const int64_t memory = memory_bound.memory_bytes(c);
     if (memory < least_memory) {
       least_memory = memory;
       least_memory_candidate = i;
@@ -237,7 +341,8 @@ void PlanSearch::bound_and_prune() {
       ++stats.memory_pruned;
       continue;
     }
-    queue_.push(QueueEntry{cost_of(bound_->step_ns(c), c), i, 0});
+    queue_.push(QueueEntry{bound_cost(c), i, 0});
+    open_of_geometry_[static_cast<size_t>(c.geometry)].push_back(i);
   }
   require(!queue_.empty(), "no plan fits in ", gib(cap_bytes_), " GiB per GPU",
           options_.memory_cap_gib > 0.0 ? " (--memory-cap-gib)" : str(" (", cluster_.gpu_config.name, ")"),
@@ -251,28 +356,29 @@ void PlanSearch::evaluate(int64_t index) {
   const SearchSpace& space = result_.space;
   const Candidate& c = space.candidates[static_cast<size_t>(index)];
   const PlanConfig plan = make_candidate_plan(space, c, template_);
-  const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, sim_);
   Outcome& o = outcomes_[static_cast<size_t>(index)];
-  o.cost = cost_of(r.step.step_ns, c);
-  o.peak_bytes = r.memory.peak_bytes;
-  o.fits = r.memory.peak_bytes <= cap_bytes_;
+  o.sample_costs.clear();
+  o.peak_bytes = 0;
+  for (const SampleSearch& s : samples_) {
+    const SimulationResult r = simulate(context_, plan, model_, cluster_, &trace_, s.sim);
+    o.sample_costs.push_back(cost_of(r.step.step_ns, c));
+    o.peak_bytes = std::max(o.peak_bytes, r.memory.peak_bytes);
+  }
+  o.cost = statistic(o.sample_costs);
+  o.fits = o.peak_bytes <= cap_bytes_;
 }
 
 void PlanSearch::simulate_survivors() {
   const auto count = static_cast<size_t>(result_.stats.candidates);
   SearchStats& stats = result_.stats;
-  sim_ = options_.simulation;
-  sim_.trace_sample = options_.trace_sample;
-  sim_.trace_key = "tuner-search";
-  sim_.keep_ring_records = false;
   outcomes_.assign(count, Outcome{});
   simulated_.assign(count, 0);
-  counted_.assign(result_.space.geometries.size(), 0);
+  for (SampleSearch& s : samples_) s.counting.assign(result_.space.geometries.size(), CountState{});
   while (true) {
     std::vector<int64_t> batch;
-    std::vector<int32_t> fresh;  // geometries first simulated in this round
-    if (!next_round(batch, fresh)) break;
-    simulate_round(batch, fresh);
+    std::vector<CountTask> counts;
+    if (!next_round(batch, counts)) break;
+    run_round(batch, counts);
     if (options_.progress) {
       SearchProgress p;
       p.candidates = stats.candidates;
@@ -283,101 +389,158 @@ void PlanSearch::simulate_survivors() {
       options_.progress(p);
     }
   }
-  lowest_open_ = queue_.empty() ? 0.0 : queue_.top().bound;
-  stats.bound_pruned = static_cast<int64_t>(queue_.size());
   for (; !queue_.empty(); queue_.pop()) {
-    const auto level = static_cast<size_t>(std::clamp(queue_.top().level, 0, 3));
+    const QueueEntry& entry = queue_.top();
+    if (simulated_[static_cast<size_t>(entry.index)]) continue;
+    if (stats.bound_pruned++ == 0) lowest_open_ = entry.bound;
+    const auto level = static_cast<size_t>(entry.exact > 0 ? 4 : std::clamp(entry.level, 0, 3));
     ++stats.pruned_by_bound[level];
   }
 }
 
-bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
+std::vector<int64_t> PlanSearch::next_layers(size_t sample, int32_t g) const {
+  const SampleSearch& s = samples_[sample];
+  const CountState& state = s.counting[static_cast<size_t>(g)];
+  const std::vector<int64_t>& order = state.order;
+  const auto layers = static_cast<int64_t>(order.size());
+  // Everything at once while there is nothing to prune against (or nothing left to learn);
+  // otherwise a share, so that a geometry whose bound rises above the K-th best stops early.
+  const bool all = !options_.prune || best_.size() < static_cast<size_t>(options_.top) ||
+                   s.bound->exact_layers(g) == layers;
+  const int64_t step = all ? layers : (layers + kCountSteps - 1) / kCountSteps;
+  const auto from = static_cast<int64_t>(state.next);
+  return {order.begin() + from, order.begin() + std::min(layers, from + step)};
+}
+
+bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<CountTask>& counts) {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
-  StepLowerBound& bound = *bound_;
+  std::vector<QueueEntry> waiting;  // entries of geometries counted in this round
+  int64_t starts = 0;               // geometries whose counting begins in this round
   while (!queue_.empty() && static_cast<int64_t>(batch.size()) < options_.round_candidates) {
     QueueEntry entry = queue_.top();
+    if (simulated_[static_cast<size_t>(entry.index)]) {  // simulated early, as a geometry completed
+      queue_.pop();
+      continue;
+    }
     if (options_.prune && beaten(entry.bound)) break;
     const Candidate& c = space.candidates[static_cast<size_t>(entry.index)];
     const int32_t g = c.geometry;
-    // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
-    // a new work set would be counted, the strong cell bound and the ring bound.
     const bool too_large =
         options_.max_simulated_ring > 0 && space.degrees_of(c).context_parallel > options_.max_simulated_ring;
+    // Layers counted since the bound was computed raise it: re-queue with the new bound.
+    if (entry.exact < exact_layers(g)) {
+      queue_.pop();
+      entry.exact = exact_layers(g);
+      entry.bound = bound_cost(c);
+      queue_.push(entry);
+      continue;
+    }
+    // Refine a bound before simulating: the cheap work-cell bound of the geometry, then, before
+    // its work would be counted, the strong cell bound and the ring bound.
     // Levels: 0 coarse, 1 tiles, 2 cells, 3 strong cells and ring (StepLowerBound strengths).
-    const bool strong_level = entry.level == StepLowerBound::kCells && !counted_[static_cast<size_t>(g)] && !too_large;
+    const bool strong_level = options_.prune && entry.level == StepLowerBound::kCells && !complete(g) && !too_large;
     if (entry.level < StepLowerBound::kCells || strong_level) {
       queue_.pop();
       const auto t0 = std::chrono::steady_clock::now();
       const int strength = strong_level ? StepLowerBound::kStrong : entry.level + 1;
-      if (bound.refined(g) < strength) {
-        bound.refine(g, threads_, strength);
-        ++stats.refined;
-      }
-      if (strong_level && bound.ring_bound_applies(c) && !bound.ring_refined(c)) {
-        bound.refine_ring(c, threads_);
-        ++stats.ring_refined;
+      for (SampleSearch& s : samples_) {
+        StepLowerBound& bound = *s.bound;
+        if (bound.refined(g) < strength) {
+          bound.refine(g, threads_, strength);
+          ++stats.refined;
+        }
+        if (strong_level && bound.ring_bound_applies(c) && !bound.ring_refined(c)) {
+          bound.refine_ring(c, threads_);
+          ++stats.ring_refined;
+        }
       }
       stats.refine_seconds += seconds_since(t0);
-      entry.bound = cost_of(bound.step_ns(c), c);
+      entry.bound = bound_cost(c);
       entry.level = strength;
       queue_.push(entry);
       continue;
     }
-    if (too_large || (!counted_[static_cast<size_t>(g)] && std::find(fresh.begin(), fresh.end(), g) == fresh.end())) {
-      if (too_large ||
-          (options_.max_work_sets > 0 && stats.work_sets + static_cast<int64_t>(fresh.size()) >= options_.max_work_sets)) {
-        queue_.pop();
-        if (stats.budget_skipped == 0 || entry.bound < stats.skipped_best_bound) stats.skipped_best_bound = entry.bound;
-        ++stats.budget_skipped;
-        continue;
+    if (complete(g)) {
+      queue_.pop();
+      batch.push_back(entry.index);
+      continue;
+    }
+    const bool counting = std::any_of(counts.begin(), counts.end(), [&](const CountTask& t) { return t.geometry == g; });
+    const bool over_budget = !started(g) && options_.max_work_sets > 0 &&
+                             stats.work_sets + starts >= options_.max_work_sets;
+    if (!counting && (too_large || over_budget)) {
+      queue_.pop();
+      if (stats.budget_skipped == 0 || entry.bound < stats.skipped_best_bound) stats.skipped_best_bound = entry.bound;
+      ++stats.budget_skipped;
+      continue;
+    }
+    if (!counting) {
+      // Without a K-th best a geometry is counted whole, on every thread, and alone: its best
+      // candidates then set the K-th best that decides how far others are worth counting.
+      const bool no_kth = options_.prune && best_.size() < static_cast<size_t>(options_.top);
+      if (static_cast<int64_t>(counts.size()) >= (no_kth ? 1 : options_.round_work_sets)) break;
+      starts += started(g) ? 0 : 1;
+      for (size_t k = 0; k < samples_.size(); ++k) {
+        CountState& state = samples_[k].counting[static_cast<size_t>(g)];
+        if (state.complete) continue;
+        if (state.order.empty()) state.order = samples_[k].bound->layers_by_bound(g);
+        counts.push_back(CountTask{g, k, next_layers(k, g)});
       }
-      if (static_cast<int64_t>(fresh.size()) >= options_.round_work_sets) break;
-      fresh.push_back(g);
     }
     queue_.pop();
-    batch.push_back(entry.index);
+    waiting.push_back(entry);
   }
-  return !batch.empty();
+  for (const QueueEntry& entry : waiting) queue_.push(entry);
+  return !batch.empty() || !counts.empty();
 }
 
-void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<int32_t>& fresh) {
-  const SearchSpace& space = result_.space;
+void PlanSearch::run_round(std::vector<int64_t> batch, const std::vector<CountTask>& counts) {
   SearchStats& stats = result_.stats;
   ++stats.rounds;
-  int64_t fresh_bytes = 0;
-  for (const int32_t g : fresh) fresh_bytes += work_set_bytes(g);
-  if (cached_bytes_ > 0 && cached_bytes_ + fresh_bytes > options_.work_set_cache_bytes) {
-    // Keep memory bounded: drop every counted work set; later rounds count again what they need.
-    context_.clear();
-    std::fill(counted_.begin(), counted_.end(), 0);
-    cached_bytes_ = 0;
-    for (const int64_t index : batch) {
-      const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
-      if (std::find(fresh.begin(), fresh.end(), g) == fresh.end()) {
-        fresh.push_back(g);
-        fresh_bytes += work_set_bytes(g);
+  limit_counted_work(batch, counts);
+  count_layers(counts);
+  if (best_.size() < static_cast<size_t>(options_.top)) {
+    // No K-th best yet: simulate the most promising candidates of the geometries just completed
+    // now, so that the next rounds count other geometries only as far as they can still compete.
+    std::vector<int32_t> completed;
+    for (const CountTask& task : counts) {
+      if (complete(task.geometry) && std::find(completed.begin(), completed.end(), task.geometry) == completed.end()) {
+        completed.push_back(task.geometry);
       }
     }
-  }
-  cached_bytes_ += fresh_bytes;
-  // One candidate per new geometry first, so the simulator counts each work set once.
-  std::vector<int64_t> first;
-  std::vector<int64_t> rest;
-  for (const int64_t index : batch) {
-    const int32_t g = space.candidates[static_cast<size_t>(index)].geometry;
-    const bool is_fresh = std::find(fresh.begin(), fresh.end(), g) != fresh.end();
-    const bool seen = std::any_of(first.begin(), first.end(), [&](int64_t other) {
-      return space.candidates[static_cast<size_t>(other)].geometry == g;
-    });
-    (is_fresh && !seen ? first : rest).push_back(index);
+    for (const int32_t g : completed) {
+      std::vector<std::pair<double, int64_t>> open;
+      for (const int64_t index : open_of_geometry_[static_cast<size_t>(g)]) {
+        if (simulated_[static_cast<size_t>(index)] ||
+            std::find(batch.begin(), batch.end(), index) != batch.end()) {
+          continue;
+        }
+        const Candidate& c = result_.space.candidates[static_cast<size_t>(index)];
+        open.emplace_back(bound_cost(c), index);
+      }
+      std::sort(open.begin(), open.end());
+      for (size_t k = 0; k < open.size() && k < static_cast<size_t>(options_.top); ++k) batch.push_back(open[k].second);
+    }
   }
   const auto t0 = std::chrono::steady_clock::now();
-  parallel_for(static_cast<int64_t>(first.size()), threads_, [&](int64_t k) { evaluate(first[static_cast<size_t>(k)]); });
-  parallel_for(static_cast<int64_t>(rest.size()), threads_, [&](int64_t k) { evaluate(rest[static_cast<size_t>(k)]); });
+  // Candidates that differ only in what follows the ring passes (recomputation, ZeRO, layout
+  // shuffle) share them: one of each first, so that the others find them in the context.
+  std::vector<int64_t> first;
+  std::vector<int64_t> rest;
+  const auto same_rings = [&](int64_t a, int64_t b) {
+    const Candidate& x = result_.space.candidates[static_cast<size_t>(a)];
+    const Candidate& y = result_.space.candidates[static_cast<size_t>(b)];
+    return std::tie(x.geometry, x.order, x.hierarchy, x.comm) == std::tie(y.geometry, y.order, y.hierarchy, y.comm);
+  };
+  for (const int64_t index : batch) {
+    const bool seen = std::any_of(first.begin(), first.end(), [&](int64_t other) { return same_rings(index, other); });
+    (seen ? rest : first).push_back(index);
+  }
+  for (const std::vector<int64_t>* part : {&first, &rest}) {
+    parallel_for(static_cast<int64_t>(part->size()), threads_, [&](int64_t k) { evaluate((*part)[static_cast<size_t>(k)]); });
+  }
   stats.simulate_seconds += seconds_since(t0);
-  for (const int32_t g : fresh) counted_[static_cast<size_t>(g)] = 1;
-  stats.work_sets += static_cast<int64_t>(fresh.size());
   for (const int64_t index : batch) {
     simulated_[static_cast<size_t>(index)] = 1;
     ++stats.simulated;
@@ -389,6 +552,103 @@ void PlanSearch::simulate_round(const std::vector<int64_t>& batch, std::vector<i
     best_.emplace_back(o.cost, index);
     std::sort(best_.begin(), best_.end());
     if (best_.size() > static_cast<size_t>(options_.top)) best_.pop_back();
+  }
+}
+
+void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
+  if (counts.empty()) return;
+  const SearchSpace& space = result_.space;
+  SearchStats& stats = result_.stats;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Each task's layers on its share of the threads (the counts never depend on it).
+  std::vector<WorkSet> counted(counts.size());
+  std::vector<char> geometry_started(space.geometries.size(), 0);
+  for (const CountTask& task : counts) geometry_started[static_cast<size_t>(task.geometry)] = started(task.geometry) ? 1 : 0;
+  const int per_task = std::max(1, threads_ / static_cast<int>(counts.size()));
+  parallel_for(static_cast<int64_t>(counts.size()), threads_, [&](int64_t k) {
+    const CountTask& task = counts[static_cast<size_t>(k)];
+    const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+    const PatternSet& patterns = *samples_[task.sample].patterns;
+    PatternSet subset;
+    subset.layers = static_cast<int64_t>(task.layers.size());
+    subset.heads = patterns.heads;
+    subset.seq_len_tokens = patterns.seq_len_tokens;
+    for (const int64_t l : task.layers) {
+      for (int64_t h = 0; h < patterns.heads; ++h) subset.patterns.push_back(patterns.at(l, h));
+    }
+    const BlockGeometry geometry = make_block_geometry(g.layout, g.block, g.block);
+    counted[static_cast<size_t>(k)] = count_work_set(geometry, subset, space.degrees[static_cast<size_t>(g.degrees)].head_parallel,
+                                                     template_.micro_batch_sequences, per_task);
+  });
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const CountTask& task = counts[k];
+    const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+    const WorkSet& work = counted[k];
+    SampleSearch& sample = samples_[task.sample];
+    CountState& state = sample.counting[static_cast<size_t>(task.geometry)];
+    sample.bound->add_exact_layers(task.geometry, task.layers, work, threads_);
+    if (!geometry_started[static_cast<size_t>(task.geometry)]) ++stats.work_sets;
+    geometry_started[static_cast<size_t>(task.geometry)] = 1;
+    state.started = true;
+    if (state.matrices.empty()) state.matrices.resize(static_cast<size_t>(model_.layers * work.head_groups));
+    for (size_t i = 0; i < task.layers.size(); ++i) {
+      for (int64_t group = 0; group < work.head_groups; ++group) {
+        state.matrices[static_cast<size_t>(task.layers[i] * work.head_groups + group)] = work.at(static_cast<int64_t>(i), group);
+      }
+    }
+    state.next += task.layers.size();
+    stats.layers_counted += static_cast<int64_t>(task.layers.size());
+    cached_bytes_ += work_set_bytes(task.geometry) * static_cast<int64_t>(task.layers.size()) / model_.layers;
+    if (state.next < state.order.size()) continue;
+    // Every layer counted: the simulator's work set, handed to its context.
+    auto set = std::make_shared<WorkSet>();
+    set->layers = model_.layers;
+    set->head_groups = work.head_groups;
+    set->heads_per_group = work.heads_per_group;
+    set->micro_batch = work.micro_batch;
+    set->matrices = std::move(state.matrices);
+    state.matrices.clear();
+    state.complete = std::move(set);
+    context_.remember_work(SimulationContext::work_key(sample.pattern_key, g.layout, g.block, g.block, work.head_groups,
+                                                       work.micro_batch),
+                           state.complete);
+    sample.bound->release_exact_cells(task.geometry);
+  }
+  stats.count_seconds += seconds_since(t0);
+}
+
+void PlanSearch::limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts) {
+  const SearchSpace& space = result_.space;
+  int64_t adding = 0;
+  for (const CountTask& task : counts) {
+    adding += work_set_bytes(task.geometry) * static_cast<int64_t>(task.layers.size()) / model_.layers;
+  }
+  if (cached_bytes_ == 0 || cached_bytes_ + adding <= options_.work_set_cache_bytes) return;
+  // Keep memory bounded: drop the counted work this round does not use (the bounds keep their
+  // exact terms); a geometry needed again later is counted again.
+  std::vector<char> keep(space.geometries.size(), 0);
+  for (const int64_t index : batch) keep[static_cast<size_t>(space.candidates[static_cast<size_t>(index)].geometry)] = 1;
+  for (const CountTask& task : counts) keep[static_cast<size_t>(task.geometry)] = 1;
+  context_.clear();
+  cached_bytes_ = 0;
+  for (SampleSearch& sample : samples_) {
+    context_.patterns(sample.pattern_key, [&] { return *sample.patterns; });
+    for (size_t g = 0; g < space.geometries.size(); ++g) {
+      CountState& state = sample.counting[g];
+      if (!keep[g]) {
+        const bool was_started = state.started;
+        state = CountState{};
+        state.started = was_started;
+        continue;
+      }
+      cached_bytes_ += work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
+      if (!state.complete) continue;
+      const Geometry& geometry = space.geometries[g];
+      context_.remember_work(SimulationContext::work_key(sample.pattern_key, geometry.layout, geometry.block,
+                                                         geometry.block, state.complete->head_groups,
+                                                         state.complete->micro_batch),
+                             state.complete);
+    }
   }
 }
 
@@ -410,7 +670,7 @@ void PlanSearch::rank_and_explain() {
   for (int64_t i = 0; i < count; ++i) {
     if (!simulated_[static_cast<size_t>(i)]) continue;
     const Outcome& o = outcomes_[static_cast<size_t>(i)];
-    result.simulated.push_back(SimulatedPlan{i, o.cost, o.peak_bytes, o.fits});
+    result.simulated.push_back(SimulatedPlan{i, o.cost, o.peak_bytes, o.fits, o.sample_costs});
   }
   std::sort(result.simulated.begin(), result.simulated.end(), [](const SimulatedPlan& a, const SimulatedPlan& b) {
     return std::tie(a.cost, a.candidate) < std::tie(b.cost, b.candidate);
@@ -430,20 +690,39 @@ void PlanSearch::rank_and_explain() {
   if (runner >= 0 && std::find(chosen.begin(), chosen.end(), runner) == chosen.end()) detail.push_back(runner);
   std::vector<RankedPlan> plans(detail.size());
   const auto ranking_started = std::chrono::steady_clock::now();
-  SimulationOptions records = sim_;
-  records.keep_ring_records = true;
+  // Their ring passes are in the context's cache: re-assembling the step costs no ring simulation.
   parallel_for(static_cast<int64_t>(detail.size()), threads_, [&](int64_t k) {
     RankedPlan& r = plans[static_cast<size_t>(k)];
     r.candidate = detail[static_cast<size_t>(k)];
     const Candidate& c = space.candidates[static_cast<size_t>(r.candidate)];
     r.plan = make_candidate_plan(space, c, template_);
-    const SimulationResult sr = simulate(context_, r.plan, model_, cluster_, &trace_, records);
-    r.cost = cost_of(sr.step.step_ns, c);
+    std::vector<SimulationResult> runs;
+    std::vector<double> costs;
+    for (const SampleSearch& s : samples_) {
+      runs.push_back(simulate(context_, r.plan, model_, cluster_, &trace_, s.sim));
+      costs.push_back(cost_of(runs.back().step.step_ns, c));
+      r.sample_step_ms.push_back(ns_to_ms(runs.back().step.step_ns));
+      r.peak_bytes = std::max(r.peak_bytes, runs.back().memory.peak_bytes);
+    }
+    r.cost = statistic(costs);
+    r.sample_costs = costs;
+    // The figures, prediction and notes are the representative sample's (sim/output/sample_statistics.hpp).
+    const size_t shown = representative_sample(costs, options_.rank_by);
+    const SimulationResult& sr = runs[shown];
+    r.representative_sample = samples_[shown].sample;
     r.figures = plan_figures(sr, c.recompute);
     r.plan.prediction = sr.prediction(kVersion);
     r.notes = sr.notes;
-    r.peak_bytes = sr.memory.peak_bytes;
   });
+  // Which ranked plans are the fastest on each sample (all of them on an exact tie): a plan that
+  // wins on some samples and loses on others shows it.
+  for (size_t k = 0; k < samples_.size(); ++k) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (size_t p = 0; p < chosen.size(); ++p) fastest = std::min(fastest, plans[p].sample_costs[k]);
+    for (size_t p = 0; p < chosen.size(); ++p) {
+      if (plans[p].sample_costs[k] == fastest) plans[p].fastest_on.push_back(samples_[k].sample);
+    }
+  }
   result.stats.simulate_seconds += seconds_since(ranking_started);
   // Statistical ties among the ranked plans: lower memory, then the simpler plan, first.
   std::vector<TieEntry> entries;

@@ -3,6 +3,7 @@
 #include "tuner/search/step_lower_bound.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 
@@ -62,6 +63,11 @@ struct StepLowerBound::OrderTerms {
   SimNs dkv_hop = 0;                      // fastest dK/dV hop over any fabric level
 };
 
+struct StepLowerBound::CellTimes {
+  std::vector<SimNs> forward;   // [((layer x groups + group) x W + rank) x W + src] (one layer: layer 0)
+  std::vector<SimNs> backward;
+};
+
 struct StepLowerBound::GeometryTerms {
   SimNs index_build = 0;                  // building the sparse index, once per layer
   int64_t groups = 1;
@@ -70,12 +76,11 @@ struct StepLowerBound::GeometryTerms {
   int refined = 0;  // strength of the cell bound (0 = none)
   std::vector<SimNs> max_f, max_b;        // per layer, max over groups and ranks of summed kernel time
   std::vector<SimNs> sum_f, own_f, sum_b, own_b;  // [(layer x groups + group) x W + rank]
+  std::vector<char> exact;                 // per layer: terms from the counted work
+  int64_t exact_count = 0;
+  std::map<int64_t, CellTimes> exact_cells;  // counted layers' cell times (rings the ring bound covers)
 };
 
-struct StepLowerBound::CellTimes {
-  std::vector<SimNs> forward;   // [((layer x groups + group) x W + rank) x W + src]
-  std::vector<SimNs> backward;
-};
 
 StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                const PatternSet& patterns, const PlanTemplate& tmpl, const SimulationOptions& options)
@@ -236,6 +241,7 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
                                          degree_terms_[static_cast<size_t>(g.degrees)]->shapes.q_heads_local *
                                              tmpl.micro_batch_sequences,
                                          g.layout.local_len());
+    t->exact.assign(static_cast<size_t>(model.layers), 0);
     t->coarse_f.assign(static_cast<size_t>(model.layers), 0);
     t->coarse_b.assign(static_cast<size_t>(model.layers), 0);
     if (exact_tile_count(g.layout, g.block) && g.layout.seq_len_tokens() % g.block == 0 &&
@@ -318,6 +324,15 @@ SimNs StepLowerBound::sync_ns(int32_t zero_stage) const { return sync_[static_ca
 SimNs StepLowerBound::optimizer_ns(int32_t zero_stage) const { return optimizer_[static_cast<size_t>(zero_stage)]; }
 
 int64_t StepLowerBound::memory_bytes(const Candidate& c) const {
+  // Everything it reads: the order (degrees), the hierarchy, comm, recompute and ZeRO stage;
+  // candidates that differ only in geometry or layout shuffle share it.
+  const auto key = std::make_tuple(c.order, c.hierarchy, static_cast<int32_t>(c.comm), static_cast<int32_t>(c.recompute),
+                                   c.zero_stage);
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    const auto it = memory_.find(key);
+    if (it != memory_.end()) return it->second;
+  }
   const ParallelDegrees& g = space_.degrees_of(c);
   PlanConfig plan = shape_plan(space_, g, template_);
   plan.ring_levels = space_.hierarchy_of(c).levels;
@@ -326,6 +341,8 @@ int64_t StepLowerBound::memory_bytes(const Candidate& c) const {
   plan.zero_stage = c.zero_stage;
   const MemoryReport report = estimate_memory(plan, model_, cluster_.gpu_config,
                                               degree_terms(space_.order_of(c).degrees).shapes, 0);
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  memory_.emplace(key, report.peak_bytes);
   return report.peak_bytes;
 }
 
@@ -334,6 +351,16 @@ int StepLowerBound::refined(int32_t geometry) const { return geometry_terms_[sta
 void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   GeometryTerms& t = *geometry_terms_[static_cast<size_t>(geometry)];
   if (t.refined >= strength) return;
+  // Strong bounds of small rings keep every cell's kernel time for the ring bounds.
+  // Tiles only (chunks bounded by 0) for large rings, and at strength 1 for rings beyond
+  // kCheapColumnRanks; otherwise representative columns (strength 1) or all (strength 2).
+  const bool large = t.ranks > kMaxRingBoundRanks;
+  const bool tiles_only = large || strength <= kTiles || (strength < kStrong && t.ranks > kCheapColumnRanks);
+  if (tiles_only) {
+    if (t.refined < kTiles) refine_tiles(geometry, threads);
+    t.refined = strength;  // the same bound as the tiles one
+    return;
+  }
   const Geometry& g = space_.geometries[static_cast<size_t>(geometry)];
   const AttentionCostModel& cost = cost_.at(g.block);
   const int64_t layers = model_.layers;
@@ -342,20 +369,8 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   const int64_t heads_per_launch = per_group * batch;
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(layers * t.groups) * w;
-  t.sum_f.assign(cells, 0);
-  t.own_f.assign(cells, 0);
-  t.sum_b.assign(cells, 0);
-  t.own_b.assign(cells, 0);
-  // Strong bounds of small rings keep every cell's kernel time for the ring bounds.
-  // Tiles only (chunks bounded by 0) for large rings, and at strength 1 for rings beyond
-  // kCheapColumnRanks; otherwise representative columns (strength 1) or all (strength 2).
-  const bool large = t.ranks > kMaxRingBoundRanks;
-  const bool tiles_only = large || strength <= kTiles || (strength < kStrong && t.ranks > kCheapColumnRanks);
-  const bool keep_cells = strength >= kStrong && !large;
-  if (tiles_only && t.refined >= kTiles) {  // the same bound as the one already there
-    t.refined = strength;
-    return;
-  }
+  const bool keep_cells = strength >= kStrong;
+  std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
   auto kept = std::make_shared<CellTimes>();
   if (keep_cells) {
     kept->forward.assign(cells * w, 0);
@@ -371,34 +386,8 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
       heads.push_back(&patterns_.at(l, h));
       sets.push_back(&block_sets[static_cast<size_t>(l * model_.q_heads + h)]);
     }
-    if (tiles_only) {
-      // Tiles only: where they depend on p - src alone, per-rank sums come from prefix sums over
-      // the rank offsets instead of W^2 cells.
-      const std::vector<int64_t> offsets = tiles_by_rank_offset(heads, g.layout, g.block, sets);
-      if (!offsets.empty()) {
-        std::vector<SimNs> prefix_f(offsets.size() + 1, 0);
-        std::vector<SimNs> prefix_b(offsets.size() + 1, 0);
-        for (size_t r = 0; r < offsets.size(); ++r) {
-          WorkCounts cell;
-          cell.tiles = offsets[r] * batch;
-          prefix_f[r + 1] = prefix_f[r] + kernel_time_ns(cost.forward, cell, heads_per_launch);
-          prefix_b[r + 1] = prefix_b[r] + kernel_time_ns(cost.backward, cell, heads_per_launch);
-        }
-        for (size_t p = 0; p < w; ++p) {
-          // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
-          const size_t k = static_cast<size_t>(index) * w + p;
-          t.sum_f[k] = prefix_f[p + w] - prefix_f[p];
-          t.sum_b[k] = prefix_b[p + w] - prefix_b[p];
-          t.own_f[k] = prefix_f[w] - prefix_f[w - 1];
-          t.own_b[k] = prefix_b[w] - prefix_b[w - 1];
-        }
-        return;
-      }
-    }
     const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets,
-                                              tiles_only            ? ColumnBound::none
-                                              : strength >= kStrong ? ColumnBound::dense
-                                                                    : ColumnBound::representative);
+                                              strength >= kStrong ? ColumnBound::dense : ColumnBound::representative);
     for (size_t p = 0; p < w; ++p) {
       SimNs f = 0;
       SimNs b = 0;
@@ -415,24 +404,179 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
           kept->backward[(static_cast<size_t>(index) * w + p) * w + src] = cb;
         }
         if (src == p) {
-          t.own_f[static_cast<size_t>(index) * w + p] = cf;
-          t.own_b[static_cast<size_t>(index) * w + p] = cb;
+          own_f[static_cast<size_t>(index) * w + p] = cf;
+          own_b[static_cast<size_t>(index) * w + p] = cb;
         }
       }
-      t.sum_f[static_cast<size_t>(index) * w + p] = f;
-      t.sum_b[static_cast<size_t>(index) * w + p] = b;
+      sum_f[static_cast<size_t>(index) * w + p] = f;
+      sum_b[static_cast<size_t>(index) * w + p] = b;
     }
   });
-  t.max_f.assign(static_cast<size_t>(layers), 0);
-  t.max_b.assign(static_cast<size_t>(layers), 0);
-  for (int64_t l = 0; l < layers; ++l) {
+  set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
+  t.refined = strength;
+  if (keep_cells) remember_cells(geometry, std::move(kept));
+}
+
+void StepLowerBound::set_rank_sums(GeometryTerms& t, std::vector<SimNs> sum_f, std::vector<SimNs> own_f,
+                                   std::vector<SimNs> sum_b, std::vector<SimNs> own_b) {
+  const auto per_layer = static_cast<size_t>(t.groups * t.ranks);
+  for (size_t l = 0; l < t.exact.size(); ++l) {  // counted layers keep their exact terms
+    if (!t.exact[l]) continue;
+    for (size_t at = l * per_layer; at < (l + 1) * per_layer; ++at) {
+      sum_f[at] = t.sum_f[at];
+      own_f[at] = t.own_f[at];
+      sum_b[at] = t.sum_b[at];
+      own_b[at] = t.own_b[at];
+    }
+  }
+  t.sum_f = std::move(sum_f);
+  t.own_f = std::move(own_f);
+  t.sum_b = std::move(sum_b);
+  t.own_b = std::move(own_b);
+  const auto w = static_cast<size_t>(t.ranks);
+  t.max_f.assign(static_cast<size_t>(model_.layers), 0);
+  t.max_b.assign(static_cast<size_t>(model_.layers), 0);
+  for (int64_t l = 0; l < model_.layers; ++l) {
     for (size_t k = static_cast<size_t>(l * t.groups) * w; k < static_cast<size_t>((l + 1) * t.groups) * w; ++k) {
       t.max_f[static_cast<size_t>(l)] = std::max(t.max_f[static_cast<size_t>(l)], t.sum_f[k]);
       t.max_b[static_cast<size_t>(l)] = std::max(t.max_b[static_cast<size_t>(l)], t.sum_b[k]);
     }
   }
-  t.refined = strength;
-  if (keep_cells) remember_cells(geometry, std::move(kept));
+}
+
+void StepLowerBound::refine_tiles(int32_t geometry, int threads) {
+  const Geometry& g = space_.geometries[static_cast<size_t>(geometry)];
+  const int64_t w = g.layout.ranks();
+  const int64_t layers = model_.layers;
+  const int64_t heads = model_.q_heads;
+  const std::vector<std::vector<int64_t>>& block_sets = diagonals_.at(g.block);
+  // Every head's rank-pair table once, for this geometry and the ones that differ from it only
+  // in how heads are grouped (other head-parallel degrees with the same ring and layout).
+  std::vector<RankPairTiles> tables(static_cast<size_t>(layers * heads));
+  parallel_for(layers, threads, [&](int64_t l) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto k = static_cast<size_t>(l * heads + h);
+      tables[k] = rank_pair_tiles({&patterns_.at(l, h)}, g.layout, g.block, {&block_sets[k]});
+    }
+  });
+  if (tables.front().form == RankPairTiles::Form::none) {
+    tiles_from_cells(geometry, threads);
+    return;
+  }
+  for (size_t other = 0; other < space_.geometries.size(); ++other) {
+    const Geometry& o = space_.geometries[other];
+    GeometryTerms& t = *geometry_terms_[other];
+    const bool same_tiles = o.block == g.block && o.layout.ranks() == w && o.layout.kind() == g.layout.kind() &&
+                            o.layout.granularity_tokens() == g.layout.granularity_tokens();
+    if (!same_tiles || t.refined >= kTiles) continue;
+    tiles_from_tables(t, o, tables, threads);
+    t.refined = kTiles;
+  }
+}
+
+void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, const std::vector<RankPairTiles>& tables,
+                                       int threads) {
+  const AttentionCostModel& cost = cost_.at(g.block);
+  const int64_t per_group = model_.q_heads / t.groups;
+  const int64_t batch = template_.micro_batch_sequences;
+  const int64_t heads_per_launch = per_group * batch;
+  const auto w = static_cast<size_t>(t.ranks);
+  const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
+  std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
+  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles) {
+    WorkCounts cell;
+    cell.tiles = tiles * batch;
+    return kernel_time_ns(c, cell, heads_per_launch);
+  };
+  parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
+    const int64_t l = index / t.groups;
+    const int64_t group = index % t.groups;
+    RankPairTiles table = tables[static_cast<size_t>(l * model_.q_heads + group * per_group)];
+    for (int64_t h = group * per_group + 1; h < (group + 1) * per_group; ++h) {
+      table += tables[static_cast<size_t>(l * model_.q_heads + h)];
+    }
+    const size_t base = static_cast<size_t>(index) * w;
+    if (table.form == RankPairTiles::Form::offset) {
+      // Cells depend on p - src alone: per-rank sums are differences of prefix sums over offsets.
+      std::vector<SimNs> prefix_f(table.table.size() + 1, 0);
+      std::vector<SimNs> prefix_b(table.table.size() + 1, 0);
+      for (size_t r = 0; r < table.table.size(); ++r) {
+        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r]);
+        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r]);
+      }
+      for (size_t p = 0; p < w; ++p) {
+        // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
+        sum_f[base + p] = prefix_f[p + w] - prefix_f[p];
+        sum_b[base + p] = prefix_b[p + w] - prefix_b[p];
+        own_f[base + p] = prefix_f[w] - prefix_f[w - 1];
+        own_b[base + p] = prefix_b[w] - prefix_b[w - 1];
+      }
+      return;
+    }
+    // Zigzag: the cells of a rank, summed in closed form. A cell with tiles costs
+    // round(fixed + per tile x tiles); rounding each of n cells loses at most n / 2 ns, so
+    // n x fixed + per tile x tiles - n / 2 (less 1 ns for floating point) bounds their sum.
+    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles) {
+      const double fixed_ns = (c.launch_us + c.per_head_us * static_cast<double>(heads_per_launch)) * 1e3;
+      const double total = static_cast<double>(nonzero) * (fixed_ns - 0.5) +
+                           c.per_tile_us * 1e3 * static_cast<double>(tiles * batch) - 1.0;
+      return std::max<SimNs>(0, static_cast<SimNs>(std::floor(total)));
+    };
+    for (size_t p = 0; p < w; ++p) {
+      int64_t nonzero = 0;
+      int64_t tiles = 0;
+      for (size_t src = 0; src < w; ++src) {
+        const int64_t x = table.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
+        nonzero += x > 0 ? 1 : 0;
+        tiles += x;
+      }
+      const int64_t own = table.at(static_cast<int32_t>(p), static_cast<int32_t>(p));
+      own_f[base + p] = cell_time(cost.forward, own);
+      own_b[base + p] = cell_time(cost.backward, own);
+      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles));
+      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles));
+    }
+  });
+  set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
+}
+
+void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
+  GeometryTerms& t = *geometry_terms_[static_cast<size_t>(geometry)];
+  const Geometry& g = space_.geometries[static_cast<size_t>(geometry)];
+  const AttentionCostModel& cost = cost_.at(g.block);
+  const int64_t per_group = model_.q_heads / t.groups;
+  const int64_t batch = template_.micro_batch_sequences;
+  const auto w = static_cast<size_t>(t.ranks);
+  const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
+  std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
+  const std::vector<std::vector<int64_t>>& block_sets = diagonals_.at(g.block);
+  parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
+    const int64_t l = index / t.groups;
+    const int64_t group = index % t.groups;
+    std::vector<const KeptPattern*> heads;
+    std::vector<const std::vector<int64_t>*> sets;
+    for (int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
+      heads.push_back(&patterns_.at(l, h));
+      sets.push_back(&block_sets[static_cast<size_t>(l * model_.q_heads + h)]);
+    }
+    const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets, ColumnBound::none);
+    for (size_t p = 0; p < w; ++p) {
+      for (size_t src = 0; src < w; ++src) {
+        WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
+        cell.tiles *= batch;
+        const SimNs cf = kernel_time_ns(cost.forward, cell, per_group * batch);
+        const SimNs cb = kernel_time_ns(cost.backward, cell, per_group * batch);
+        sum_f[static_cast<size_t>(index) * w + p] += cf;
+        sum_b[static_cast<size_t>(index) * w + p] += cb;
+        if (src == p) {
+          own_f[static_cast<size_t>(index) * w + p] = cf;
+          own_b[static_cast<size_t>(index) * w + p] = cb;
+        }
+      }
+    }
+  });
+  set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
+  t.refined = kTiles;
 }
 
 void StepLowerBound::remember_cells(int32_t geometry, std::shared_ptr<const CellTimes> cells) {
@@ -468,99 +612,211 @@ bool StepLowerBound::ring_refined(const Candidate& c) const {
   return ring_terms_.count({c.geometry, c.order, c.hierarchy}) > 0;
 }
 
+StepLowerBound::RingSetup StepLowerBound::ring_setup(int32_t order, int32_t hierarchy_index) const {
+  const OrderChoice& choice = space_.orders[static_cast<size_t>(order)];
+  const RingHierarchy& hierarchy = choice.hierarchies[static_cast<size_t>(hierarchy_index)];
+  const std::vector<SimNs>& hops = order_terms(order).position_hop[static_cast<size_t>(hierarchy_index)];
+  std::vector<int64_t> sizes;
+  for (const RingLevel& level : hierarchy.levels) sizes.push_back(level.size);
+  RingSetup setup{RingSchedule(sizes), {}, {}, {}, order_terms(order).dkv_hop,
+                  options_.accumulator_route == AccumulatorRoute::mirror};
+  const RingSchedule& schedule = setup.schedule;
+  const int32_t w = schedule.ranks();
+  const int32_t levels = schedule.levels();
+  const auto ww = static_cast<size_t>(w);
+  const auto nl = static_cast<size_t>(levels);
+  // Forward hops at the fastest link of their level, posted where the simulator posts them.
+  setup.kv_send.assign(ww * ww * nl, 0);
+  for (int32_t t = 0; t < w; ++t) {
+    for (int32_t k = 0; k < levels; ++k) {
+      if (schedule.level_size(k) == 1 || !schedule.sends_at(t, k)) continue;
+      for (size_t p = 0; p < ww; ++p) {
+        setup.kv_send[(p * ww + static_cast<size_t>(t)) * nl + static_cast<size_t>(k)] = hops[p * nl + static_cast<size_t>(k)];
+      }
+    }
+  }
+  setup.source.resize(ww * ww);
+  for (int32_t p = 0; p < w; ++p) {
+    for (int32_t t = 0; t < w; ++t) setup.source[static_cast<size_t>(p) * ww + static_cast<size_t>(t)] = schedule.source(p, t);
+  }
+  // Mirror route: the accumulators' hops as the simulator posts them, each at its bounded time.
+  if (setup.mirror) {
+    const std::vector<SimNs>& per = order_terms(order).position_dkv[static_cast<size_t>(hierarchy_index)];
+    setup.dkv_hops.assign(ww * ww * nl, 0);
+    for (size_t p = 0; p < ww; ++p) {
+      for (size_t t = 0; t < ww; ++t) {
+        for (size_t k = 0; k < nl; ++k) setup.dkv_hops[(p * ww + t) * nl + k] = per[p * nl + k];
+      }
+    }
+  }
+  return setup;
+}
+
+SimNs StepLowerBound::ring_layer_ns(const RingSetup& setup, const GeometryTerms& gt, const CellTimes& bounded,
+                                    int64_t layer, bool backward) const {
+  const RingSchedule& schedule = setup.schedule;
+  const int32_t w = schedule.ranks();
+  const auto ww = static_cast<size_t>(w);
+  // One ring per layer and direction: the head group with the busiest rank (any group's pass
+  // bounds the layer, which waits for every group).
+  const std::vector<SimNs>& sums = backward ? gt.sum_b : gt.sum_f;
+  int64_t group = 0;
+  SimNs most = -1;
+  for (int64_t g = 0; g < gt.groups; ++g) {
+    for (size_t p = 0; p < ww; ++p) {
+      const SimNs v = sums[static_cast<size_t>(layer * gt.groups + g) * ww + p];
+      if (v > most) {
+        most = v;
+        group = g;
+      }
+    }
+  }
+  // Exact layers use their counted cells; the others the bounded ones.
+  const auto exact = gt.exact_cells.find(layer);
+  const CellTimes& source = exact != gt.exact_cells.end() ? exact->second : bounded;
+  const size_t base = static_cast<size_t>((exact != gt.exact_cells.end() ? 0 : layer * gt.groups) + group) * ww * ww;
+  const std::vector<SimNs>& cells = backward ? source.backward : source.forward;
+  RingInput input;
+  input.keep_transfers = false;
+  input.kv_send_ns = setup.kv_send;
+  input.compute_ns.resize(ww * ww);
+  if (backward && setup.mirror) {
+    input.route = AccumulatorRoute::mirror;
+    input.dkv_hop_ns = setup.dkv_hops;
+  }
+  for (size_t at = 0; at < ww * ww; ++at) {
+    input.compute_ns[at] = cells[base + (at / ww) * ww + static_cast<size_t>(setup.source[at])];
+  }
+  // Direct-return accumulators wait in queues chosen by fabric: leave them out (they only delay
+  // the K/V hops) and add the fastest hop that must follow the last kernel.
+  const RingRun run = simulate_ring(schedule, input, backward && setup.mirror);
+  return backward && !setup.mirror ? run.end_ns + setup.dkv : run.end_ns;
+}
+
 void StepLowerBound::refine_ring(const Candidate& c, int threads) {
   require(ring_bound_applies(c), "the ring bound needs a p2p ring of 2 to ", kMaxRingBoundRanks, " positions");
   if (ring_refined(c)) return;
   refine(c.geometry, threads, kStrong);
   const std::shared_ptr<const CellTimes> cell = cell_times(c.geometry, threads);
   const GeometryTerms& gt = *geometry_terms_[static_cast<size_t>(c.geometry)];
-  const RingHierarchy& hierarchy = space_.hierarchy_of(c);
-  const std::vector<SimNs>& hops = order_terms(c.order).position_hop[static_cast<size_t>(c.hierarchy)];
-  std::vector<int64_t> sizes;
-  for (const RingLevel& level : hierarchy.levels) sizes.push_back(level.size);
-  const RingSchedule schedule(sizes);
-  const int32_t w = schedule.ranks();
-  const int32_t levels = schedule.levels();
-  const auto ww = static_cast<size_t>(w);
-  const auto nl = static_cast<size_t>(levels);
-  // Forward hops at the fastest link of their level, posted where the simulator posts them.
-  std::vector<SimNs> kv_send(ww * ww * nl, 0);
-  for (int32_t t = 0; t < w; ++t) {
-    for (int32_t k = 0; k < levels; ++k) {
-      if (schedule.level_size(k) == 1 || !schedule.sends_at(t, k)) continue;
-      for (size_t p = 0; p < ww; ++p) {
-        kv_send[(p * ww + static_cast<size_t>(t)) * nl + static_cast<size_t>(k)] = hops[p * nl + static_cast<size_t>(k)];
-      }
-    }
-  }
-  const SimNs dkv = order_terms(c.order).dkv_hop;
-  // Mirror route: the accumulators' hops as the simulator posts them, each at its bounded time.
-  const bool mirror = options_.accumulator_route == AccumulatorRoute::mirror;
-  std::vector<SimNs> dkv_hops;
-  if (mirror) {
-    const std::vector<SimNs>& per = order_terms(c.order).position_dkv[static_cast<size_t>(c.hierarchy)];
-    dkv_hops.assign(ww * ww * nl, 0);
-    for (size_t p = 0; p < ww; ++p) {
-      for (size_t t = 0; t < ww; ++t) {
-        for (size_t k = 0; k < nl; ++k) dkv_hops[(p * ww + t) * nl + k] = per[p * nl + k];
-      }
-    }
-  }
+  const RingSetup setup = ring_setup(c.order, c.hierarchy);
+  const auto ww = static_cast<size_t>(setup.schedule.ranks());
   RingTerms terms;
   terms.attention_fwd.assign(static_cast<size_t>(model_.layers), 0);
   terms.attention_bwd.assign(static_cast<size_t>(model_.layers), 0);
-  // One ring per layer and direction: the head group with the busiest rank (any group's pass
-  // bounds the layer, which waits for every group).
-  const auto busiest_group = [&](int64_t l, const std::vector<SimNs>& sums) {
-    int64_t best = 0;
-    SimNs most = -1;
-    for (int64_t g = 0; g < gt.groups; ++g) {
-      for (size_t p = 0; p < ww; ++p) {
-        const SimNs v = sums[static_cast<size_t>(l * gt.groups + g) * ww + p];
-        if (v > most) {
-          most = v;
-          best = g;
-        }
-      }
-    }
-    return best;
-  };
   // Within an event budget: the layers with the busiest ranks first; the others keep their cell
   // bound (terms stay 0 there, and step_ns takes the larger of the two).
+  std::vector<int64_t> layers = layers_by_bound(c.geometry);
+  const int64_t per_layer = 2 * static_cast<int64_t>(ww * ww);
+  layers.resize(static_cast<size_t>(std::clamp<int64_t>(kRingBoundSteps / per_layer, 1, model_.layers)));
+  terms.layers = layers;
+  parallel_for(static_cast<int64_t>(layers.size()) * 2, threads, [&](int64_t index) {
+    const int64_t l = layers[static_cast<size_t>(index / 2)];
+    const bool backward = index % 2 == 1;
+    (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
+        ring_layer_ns(setup, gt, *cell, l, backward);
+  });
+  ring_terms_.emplace(std::make_tuple(c.geometry, c.order, c.hierarchy), std::move(terms));
+}
+
+void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_t>& layers, const WorkSet& work,
+                                      int threads) {
+  GeometryTerms& t = *geometry_terms_[static_cast<size_t>(geometry)];
+  const Geometry& g = space_.geometries[static_cast<size_t>(geometry)];
+  require(work.layers == static_cast<int64_t>(layers.size()) && work.head_groups == t.groups,
+          "exact layers: ", work.layers, " counted layers of ", work.head_groups, " groups for ", layers.size(),
+          " layers of ", t.groups);
+  if (t.refined < kTiles) refine(geometry, threads, kTiles);
+  const AttentionCostModel& cost = cost_.at(g.block);
+  const int64_t heads_per_launch = work.heads_per_group * work.micro_batch;
+  const auto w = static_cast<size_t>(t.ranks);
+  const bool keep_cells = t.ranks <= kMaxRingBoundRanks;
+  std::vector<CellTimes> cells(layers.size());
+  parallel_for(static_cast<int64_t>(layers.size()), threads, [&](int64_t k) {
+    const int64_t l = layers[static_cast<size_t>(k)];
+    CellTimes& kept = cells[static_cast<size_t>(k)];
+    if (keep_cells) {
+      kept.forward.assign(static_cast<size_t>(t.groups) * w * w, 0);
+      kept.backward.assign(static_cast<size_t>(t.groups) * w * w, 0);
+    }
+    for (int64_t group = 0; group < t.groups; ++group) {
+      const WorkMatrix& matrix = work.at(k, group);
+      for (size_t p = 0; p < w; ++p) {
+        SimNs f = 0;
+        SimNs b = 0;
+        for (size_t src = 0; src < w; ++src) {
+          const WorkCounts& cell = matrix.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
+          const SimNs cf = kernel_time_ns(cost.forward, cell, heads_per_launch);
+          const SimNs cb = kernel_time_ns(cost.backward, cell, heads_per_launch);
+          f += cf;
+          b += cb;
+          if (keep_cells) {
+            kept.forward[(static_cast<size_t>(group) * w + p) * w + src] = cf;
+            kept.backward[(static_cast<size_t>(group) * w + p) * w + src] = cb;
+          }
+          const size_t at = static_cast<size_t>(l * t.groups + group) * w + p;
+          if (src == p) {
+            t.own_f[at] = cf;
+            t.own_b[at] = cb;
+          }
+        }
+        const size_t at = static_cast<size_t>(l * t.groups + group) * w + p;
+        t.sum_f[at] = f;
+        t.sum_b[at] = b;
+      }
+    }
+  });
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const int64_t l = layers[k];
+    const auto ul = static_cast<size_t>(l);
+    t.max_f[ul] = 0;
+    t.max_b[ul] = 0;
+    for (size_t at = static_cast<size_t>(l * t.groups) * w; at < static_cast<size_t>((l + 1) * t.groups) * w; ++at) {
+      t.max_f[ul] = std::max(t.max_f[ul], t.sum_f[at]);
+      t.max_b[ul] = std::max(t.max_b[ul], t.sum_b[at]);
+    }
+    if (!t.exact[ul]) ++t.exact_count;
+    t.exact[ul] = 1;
+    if (keep_cells) t.exact_cells[l] = std::move(cells[k]);
+  }
+  // The ring bounds of this geometry, again for the layers they cover that are now exact.
+  const auto first = ring_terms_.lower_bound(std::make_tuple(geometry, std::numeric_limits<int32_t>::min(),
+                                                             std::numeric_limits<int32_t>::min()));
+  for (auto it = first; it != ring_terms_.end() && std::get<0>(it->first) == geometry; ++it) {
+    RingTerms& terms = it->second;
+    const RingSetup setup = ring_setup(std::get<1>(it->first), std::get<2>(it->first));
+    std::vector<int64_t> redo;
+    for (const int64_t l : terms.layers) {
+      if (std::find(layers.begin(), layers.end(), l) != layers.end()) redo.push_back(l);
+    }
+    const std::shared_ptr<const CellTimes> bounded = redo.empty() ? nullptr : cell_times(geometry, threads);
+    parallel_for(static_cast<int64_t>(redo.size()) * 2, threads, [&](int64_t index) {
+      const int64_t l = redo[static_cast<size_t>(index / 2)];
+      const bool backward = index % 2 == 1;
+      (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
+          ring_layer_ns(setup, t, *bounded, l, backward);
+    });
+  }
+}
+
+std::vector<int64_t> StepLowerBound::layers_by_bound(int32_t geometry) const {
+  const GeometryTerms& gt = *geometry_terms_[static_cast<size_t>(geometry)];
   std::vector<int64_t> layers(static_cast<size_t>(model_.layers));
   for (int64_t l = 0; l < model_.layers; ++l) layers[static_cast<size_t>(l)] = l;
+  if (gt.max_f.empty()) return layers;
   std::stable_sort(layers.begin(), layers.end(), [&](int64_t a, int64_t b) {
     return gt.max_f[static_cast<size_t>(a)] + gt.max_b[static_cast<size_t>(a)] >
            gt.max_f[static_cast<size_t>(b)] + gt.max_b[static_cast<size_t>(b)];
   });
-  const int64_t per_layer = 2 * static_cast<int64_t>(ww * ww);
-  layers.resize(static_cast<size_t>(std::clamp<int64_t>(kRingBoundSteps / per_layer, 1, model_.layers)));
-  parallel_for(static_cast<int64_t>(layers.size()) * 2, threads, [&](int64_t index) {
-    const int64_t l = layers[static_cast<size_t>(index / 2)];
-    const bool backward = index % 2 == 1;
-    const int64_t group = busiest_group(l, backward ? gt.sum_b : gt.sum_f);
-    RingInput input;
-    input.kv_send_ns = kv_send;
-    input.compute_ns.resize(ww * ww);
-    if (backward && mirror) {
-      input.route = AccumulatorRoute::mirror;
-      input.dkv_hop_ns = dkv_hops;
-    }
-    const size_t base = static_cast<size_t>(l * gt.groups + group) * ww * ww;
-    const std::vector<SimNs>& cells = backward ? cell->backward : cell->forward;
-    for (int32_t p = 0; p < w; ++p) {
-      for (int32_t t = 0; t < w; ++t) {
-        input.compute_ns[static_cast<size_t>(p) * ww + static_cast<size_t>(t)] =
-            cells[base + static_cast<size_t>(p) * ww + static_cast<size_t>(schedule.source(p, t))];
-      }
-    }
-    // Direct-return accumulators wait in queues chosen by fabric: leave them out (they only delay
-    // the K/V hops) and add the fastest hop that must follow the last kernel.
-    const RingRun run = simulate_ring(schedule, input, backward && mirror);
-    (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
-        backward && !mirror ? run.end_ns + dkv : run.end_ns;
-  });
-  ring_terms_.emplace(std::make_tuple(c.geometry, c.order, c.hierarchy), std::move(terms));
+  return layers;
+}
+
+int64_t StepLowerBound::exact_layers(int32_t geometry) const {
+  return geometry_terms_[static_cast<size_t>(geometry)]->exact_count;
+}
+
+void StepLowerBound::release_exact_cells(int32_t geometry) {
+  geometry_terms_[static_cast<size_t>(geometry)]->exact_cells.clear();
 }
 
 SimNs StepLowerBound::step_ns(const Candidate& c) const {

@@ -20,11 +20,15 @@
 //   - the step is monotone in every layer's forward and backward time (the exposed gradient sync
 //     max(sync - window, sync / layers) shrinks by at most what the backward grows), so the bounded
 //     layer times give a bounded step.
-// Three strengths, each at least the one before:
+// Strengths, each at least the one before:
 //   coarse  per geometry, from the layout-independent total tile count (every aligned layout
 //           lists the same tiles), spread evenly over the ring; available at once;
 //   cells   per geometry, from the per-cell work bound (refine(): tiles only, then tiles and
-//           representative chunks, then every chunk bound);
+//           representative chunks, then every chunk bound). Tiles come from one rank-pair table
+//           per head (work_lower_bound.hpp), summed per head group, so geometries that differ
+//           only in head grouping share them; zigzag rank sums are closed-form over the table,
+//           each rank's cells summed as (cells with tiles) x fixed cost + tiles x per-tile cost,
+//           less half a ns per cell for the simulator's rounding of each;
 //   ring    per (geometry, ring order, hierarchy), p2p only: the simulator's own ring event model
 //           (sim/ring/ring_simulation.hpp) run on the bounded kernel times with those hop times;
 //           backward with the mirror accumulator route runs it with the accumulators, and with
@@ -33,7 +37,11 @@
 //           faster links never end a pass later), so this captures the step-level imbalance and
 //           exposed communication of a layout while staying a bound (refine_ring(); rings of at
 //           most kMaxRingBoundRanks positions, one head group per layer: the busiest, and for
-//           large rings only as many layers as kRingBoundSteps allows, busiest first).
+//           large rings only as many layers as kRingBoundSteps allows, busiest first);
+//   counted layers: add_exact_layers() puts a layer's counted work (the simulator's own count)
+//           in place of its bound: exact kernel times in every sum, exact cells in the ring
+//           bound; once every layer is counted the bound is the simulator's step up to its
+//           collectives and links, taken at the fastest ring or group.
 #pragma once
 
 #include <cstdint>
@@ -49,9 +57,12 @@
 #include "sim/core/sim_time.hpp"
 #include "sim/cost/kernel_cost.hpp"
 #include "sim/network/cluster_network.hpp"
+#include "core/ring_schedule.hpp"
 #include "sim/step/simulation.hpp"
 #include "sim/work/pattern_set.hpp"
+#include "sim/work/work_set.hpp"
 #include "tuner/search/search_space.hpp"
+#include "tuner/search/work_lower_bound.hpp"
 
 namespace sparsering {
 
@@ -78,11 +89,11 @@ class StepLowerBound {
   /// 0 before refine(geometry), then the strongest `strength` it ran with (kTiles .. kStrong).
   int refined(int32_t geometry) const;
   /// Computes the per-cell work bound of a geometry (parallel over layers on `threads`):
-  /// kTiles with tiles only (from tiles_by_rank_offset where it applies, O(N / stripe) per
-  /// layer), kCells with ColumnBound::representative (rings of more than kCheapColumnRanks
-  /// positions: tiles only), kStrong with ColumnBound::dense; rings of more than
-  /// kMaxRingBoundRanks positions stay at tiles only. No-op if a bound of at least that
-  /// strength exists.
+  /// kTiles with tiles only (from rank_pair_tiles where it applies, O(N / stripe) per layer,
+  /// shared with the geometries that differ only in head grouping), kCells with
+  /// ColumnBound::representative (rings of more than kCheapColumnRanks positions: tiles only),
+  /// kStrong with ColumnBound::dense; rings of more than kMaxRingBoundRanks positions stay at
+  /// tiles only. No-op if a bound of at least that strength exists.
   void refine(int32_t geometry, int threads, int strength = kStrong);
   /// True if refine_ring applies to the candidate (p2p, ring of at most kMaxRingBoundRanks).
   bool ring_bound_applies(const Candidate& candidate) const;
@@ -91,6 +102,19 @@ class StepLowerBound {
   /// Runs the ring event model on the bounded work of the candidate's geometry, order and
   /// hierarchy (refines the geometry to kStrong first). Precondition: ring_bound_applies.
   void refine_ring(const Candidate& candidate, int threads);
+
+  /// Replaces the bound of layers `layers` of `geometry` by their counted work: `work` holds
+  /// them in that order (count_work_set of those layers, the geometry's head groups and micro
+  /// batch), so every step bound of the geometry's candidates uses their exact kernel times, and
+  /// its ring bounds their exact cells. The terms stay when later refinements recompute the rest.
+  void add_exact_layers(int32_t geometry, const std::vector<int64_t>& layers, const WorkSet& work, int threads);
+  /// Every layer, the busiest bound first (forward + backward of the busiest rank; ties by layer).
+  std::vector<int64_t> layers_by_bound(int32_t geometry) const;
+  /// Layers of `geometry` whose terms come from counted work.
+  int64_t exact_layers(int32_t geometry) const;
+  /// Frees the counted layers' cell times of `geometry` (their terms stay) once no ring bound of
+  /// it will be computed or redone.
+  void release_exact_cells(int32_t geometry);
 
   static constexpr int64_t kMaxRingBoundRanks = 256;
   static constexpr int64_t kCheapColumnRanks = 64;
@@ -108,8 +132,33 @@ class StepLowerBound {
   struct RingTerms {    // ring bound of one (geometry, order, hierarchy): per layer
     std::vector<SimNs> attention_fwd;
     std::vector<SimNs> attention_bwd;
+    std::vector<int64_t> layers;  // the layers it covers (the others are 0)
+  };
+  struct RingSetup {    // one (order, hierarchy): schedule and bounded hop times
+    RingSchedule schedule;
+    std::vector<SimNs> kv_send;
+    std::vector<int32_t> source;  // [p x W + t]: the chunk position p holds at step t
+    std::vector<SimNs> dkv_hops;  // mirror route
+    SimNs dkv = 0;                // direct route: the fastest dK/dV hop
+    bool mirror = true;
   };
 
+  RingSetup ring_setup(int32_t order, int32_t hierarchy) const;
+  /// The ring event model of one layer and direction on the busiest group's cells (counted ones
+  /// for exact layers, else `bounded`).
+  SimNs ring_layer_ns(const RingSetup& setup, const GeometryTerms& terms, const CellTimes& bounded, int64_t layer,
+                      bool backward) const;
+
+  /// The tiles bound of `geometry` and of every geometry that differs from it only in head
+  /// grouping (one rank-pair table per head, summed per group).
+  void refine_tiles(int32_t geometry, int threads);
+  /// Per-rank sums from the summed rank-pair tables of each (layer, group).
+  void tiles_from_tables(GeometryTerms& t, const Geometry& g, const std::vector<RankPairTiles>& tables, int threads);
+  /// The tiles bound cell by cell (layouts without a rank-pair table).
+  void tiles_from_cells(int32_t geometry, int threads);
+  /// Stores per-(layer, group, rank) kernel-time sums and their per-layer maxima.
+  void set_rank_sums(GeometryTerms& t, std::vector<SimNs> sum_f, std::vector<SimNs> own_f, std::vector<SimNs> sum_b,
+                     std::vector<SimNs> own_b);
   const DegreeTerms& degree_terms(int32_t degrees) const;
   const OrderTerms& order_terms(int32_t order) const;
   SimNs broadcast_ns(int32_t order, int32_t last_owner) const;
@@ -135,6 +184,8 @@ class StepLowerBound {
   std::map<std::tuple<int32_t, int32_t, int32_t>, RingTerms> ring_terms_;
   std::list<std::pair<int32_t, std::shared_ptr<const CellTimes>>> cell_cache_;
   size_t cell_cache_bytes_ = 0;
+  mutable std::mutex memory_mutex_;
+  mutable std::map<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>, int64_t> memory_;  // memory_bytes by its inputs
   mutable std::mutex broadcast_mutex_;
   mutable std::map<std::tuple<int32_t, int32_t>, SimNs> broadcast_;
   std::vector<SimNs> sync_;       // by ZeRO stage

@@ -88,30 +88,39 @@ void add_count_below(const AlignedModel& m, int64_t x, int64_t sign, std::vector
   add_range(rest / m.g, rest / m.g + 1, rest % m.g);
 }
 
-/// F over stripe (or unit) diagonals, summed over the heads (file comment).
-std::vector<int64_t> stripe_weights(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m) {
-  std::vector<int64_t> f(static_cast<size_t>(m.diagonals()), 0);
+/// Calls add(e, weight) for every stripe (or unit) diagonal e a touched diagonal d lands on:
+/// the terms of F of the file comment, d = e g + rem giving g - rem to e and rem to e + 1.
+template <class Add>
+void stripe_weight_terms(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m, Add add) {
   for (const std::vector<int64_t>* set : diagonals) {
     for (const int64_t d : *set) {
       const int64_t e = d / m.g;
       const int64_t rem = d - e * m.g;
-      if (e < m.diagonals()) f[static_cast<size_t>(e)] += m.g - rem;
-      if (rem > 0 && e + 1 < m.diagonals()) f[static_cast<size_t>(e + 1)] += rem;
+      if (e < m.diagonals()) add(e, m.g - rem);
+      if (rem > 0 && e + 1 < m.diagonals()) add(e + 1, rem);
     }
   }
+}
+
+/// F over stripe (or unit) diagonals, summed over the heads (file comment).
+std::vector<int64_t> stripe_weights(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m) {
+  std::vector<int64_t> f(static_cast<size_t>(m.diagonals()), 0);
+  stripe_weight_terms(diagonals, m, [&](int64_t e, int64_t weight) { f[static_cast<size_t>(e)] += weight; });
   return f;
 }
 
-/// Periodic layouts: tiles of (p, src) as a function of r = p - src, at [r + W - 1].
-std::vector<int64_t> periodic_offsets(const std::vector<int64_t>& f, const AlignedModel& m) {
+/// Periodic layouts: tiles of (p, src) as a function of r = p - src, at [r + W - 1]: the sum over
+/// stripes s of (stripes - s) F[s W + r]. F is sparse (the touched diagonals), so each of its
+/// terms e = q W + u goes straight to r = u (s = q) and r = u - W (s = q + 1): O(|D|), not O(N/G).
+std::vector<int64_t> periodic_offsets(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m) {
   const int64_t w = m.ranks;
-  const auto f_at = [&](int64_t e) { return e >= 0 && e < m.diagonals() ? f[static_cast<size_t>(e)] : int64_t{0}; };
   std::vector<int64_t> by_offset(static_cast<size_t>(2 * w - 1), 0);
-  for (int64_t r = -(w - 1); r < w; ++r) {
-    int64_t sum = 0;
-    for (int64_t s = 0; s < m.stripes; ++s) sum += (m.stripes - s) * f_at(s * w + r);
-    by_offset[static_cast<size_t>(r + w - 1)] = sum;
-  }
+  stripe_weight_terms(diagonals, m, [&](int64_t e, int64_t weight) {
+    const int64_t q = e / w;
+    const int64_t u = e - q * w;
+    by_offset[static_cast<size_t>(u + w - 1)] += (m.stripes - q) * weight;
+    if (u > 0) by_offset[static_cast<size_t>(u - 1)] += (m.stripes - q - 1) * weight;
+  });
   return by_offset;
 }
 
@@ -135,9 +144,9 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   const auto ww = static_cast<size_t>(w);
   std::vector<std::vector<int64_t>> computed;
   const std::vector<const std::vector<int64_t>*> diagonals = diagonal_sets(heads, given, block, computed);
-  const std::vector<int64_t> f = stripe_weights(diagonals, m);
-  const auto f_at = [&](int64_t e) { return e >= 0 && e < m.diagonals() ? f[static_cast<size_t>(e)] : int64_t{0}; };
   if (m.zigzag) {
+    const std::vector<int64_t> f = stripe_weights(diagonals, m);
+    const auto f_at = [&](int64_t e) { return e >= 0 && e < m.diagonals() ? f[static_cast<size_t>(e)] : int64_t{0}; };
     for (int64_t p = 0; p < w; ++p) {
       for (int64_t src = 0; src < w; ++src) {
         const int64_t a[2] = {p, 2 * w - 1 - p};
@@ -150,7 +159,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       }
     }
   } else {
-    const std::vector<int64_t> by_offset = periodic_offsets(f, m);
+    const std::vector<int64_t> by_offset = periodic_offsets(diagonals, m);
     for (int64_t p = 0; p < w; ++p) {
       for (int64_t src = 0; src < w; ++src) {
         out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).tiles = by_offset[static_cast<size_t>(p - src + w - 1)];
@@ -170,26 +179,29 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   std::vector<std::vector<int64_t>> below(ww, std::vector<int64_t>(ww + 1, 0));  // [src] diff over p
   std::vector<int64_t> heavy_chunks(ww * ww, 0);  // [p x W + src]
   std::vector<std::vector<int64_t>> column_blocks(ww);  // per src: key blocks of its columns, ascending
-  std::vector<int64_t> per_block(ww);                    // per src: most columns in one key block
+  std::vector<int64_t> top_columns;  // of the src being bounded: column counts of its key blocks, largest first, summed
   std::vector<uint64_t> d_bits;
   std::vector<int64_t> d_prefix;   // contiguous, zigzag: #D below x
   std::vector<int64_t> d_cyclic;   // striped: prefix over residues of D mod (g W), twice around
+  std::vector<int64_t> events;     // rows where what a row counts may change
+  std::vector<int64_t> by_residue;     // striped: a row's chunks by its residue modulo the period
+  std::vector<int64_t> residue_cover;  // striped, per src: covered-block count by residue
+  std::vector<int64_t> residue_owner;  // striped: owner rank by residue
   const int64_t period = m.g * w;
   int block_shift = 0;  // block is a power of two in the search; otherwise round up by division
   while ((int64_t{1} << block_shift) < block) ++block_shift;
   const bool power_of_two = (int64_t{1} << block_shift) == block;
+  // The owner of every block, looked up instead of divided out in the loops below.
+  std::vector<int32_t> owner_of(static_cast<size_t>(m.blocks));
+  for (int64_t unit = 0, x = 0; x < m.blocks; ++unit) {
+    const auto owner = static_cast<int32_t>(m.owner(unit * m.g));
+    for (int64_t i = 0; i < m.g && x < m.blocks; ++i, ++x) owner_of[static_cast<size_t>(x)] = owner;
+  }
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     for (auto& list : column_blocks) list.clear();
-    std::fill(per_block.begin(), per_block.end(), 0);
-    int64_t run_block = -1;
-    int64_t run_count = 0;
     for (const int64_t v : heads[hi]->vertical_positions) {
       const int64_t key_block = v / block;
-      const auto owner = static_cast<size_t>(m.owner(key_block));
-      column_blocks[owner].push_back(key_block);
-      run_count = key_block == run_block ? run_count + 1 : 1;
-      run_block = key_block;
-      per_block[owner] = std::max(per_block[owner], run_count);
+      column_blocks[static_cast<size_t>(owner_of[static_cast<size_t>(key_block)])].push_back(key_block);
     }
     const std::vector<int64_t>& d_set = *diagonals[hi];
     bool prepared = false;
@@ -204,9 +216,23 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       int64_t* cov = covered.data() + src * ww;
       for (const int64_t d : d_set) {
         if (k + d >= dense_from) break;
-        ++cov[m.owner(k + d)];
+        ++cov[owner_of[static_cast<size_t>(k + d)]];
       }
       if (dense_from >= m.blocks) continue;
+      // c covered key blocks hold at most the c largest per-block column counts of src.
+      top_columns.clear();
+      for (size_t a = 0; a < cols.size();) {
+        size_t b = a;
+        while (b < cols.size() && cols[b] == cols[a]) ++b;
+        top_columns.push_back(static_cast<int64_t>(b - a));
+        a = b;
+      }
+      std::sort(top_columns.begin(), top_columns.end(), std::greater<>());
+      for (size_t a = 1; a < top_columns.size(); ++a) top_columns[a] += top_columns[a - 1];
+      const auto covered_columns = [&](int64_t covered_key_blocks) {
+        if (covered_key_blocks <= 0) return int64_t{0};
+        return top_columns[static_cast<size_t>(std::min<int64_t>(covered_key_blocks, static_cast<int64_t>(top_columns.size())) - 1)];
+      };
       if (!prepared) {  // diagonal lookups of this head, built once
         prepared = true;
         d_bits.assign(static_cast<size_t>((m.blocks + 63) / 64), 0);
@@ -249,43 +275,87 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
         const int64_t from = hi_r - (m.g - 1) + period;  // shifted into [0, 2 period)
         return d_cyclic[static_cast<size_t>(from + m.g)] - d_cyclic[static_cast<size_t>(from)];
       };
-      size_t next = static_cast<size_t>(block);
-      const auto chunks_at = [&](int64_t q, int64_t covered_key_blocks) {
-        while (next < cols.size() && cols[next] <= q) ++next;
+      const auto by_count = [&](int64_t visible, int64_t covered_key_blocks) -> int64_t {
+        const int64_t rest = visible - covered_columns(covered_key_blocks);
+        return rest <= 0 ? 0 : power_of_two ? ((rest + block - 1) >> block_shift) : (rest + block - 1) / block;
+      };
+      const auto rep_uncovered = [&](int64_t q) {
         const int64_t d = q - k;
-        const bool rep_uncovered = ((d_bits[static_cast<size_t>(d >> 6)] >> (d & 63)) & 1U) == 0;
-        const int64_t rest = static_cast<int64_t>(next) - covered_key_blocks * per_block[src];
-        const int64_t by_count = rest <= 0 ? 0 : power_of_two ? ((rest + block - 1) >> block_shift) : (rest + block - 1) / block;
-        return std::max<int64_t>(rep_uncovered ? 1 : 0, by_count);
+        return ((d_bits[static_cast<size_t>(d >> 6)] >> (d & 63)) & 1U) == 0;
       };
-      // Owner of q advances one block at a time, without divisions.
-      int64_t within = dense_from % m.g;
-      int64_t unit = dense_from / m.g;
-      int64_t owner = m.owner(dense_from);
-      const auto advance = [&] {
-        if (++within < m.g) return;
-        within = 0;
-        ++unit;
-        if (m.zigzag) {
-          owner = unit < w ? unit : 2 * w - 1 - unit;
-        } else if (++owner == w) {
-          owner = 0;
+      const auto add = [&](int64_t owner, int64_t chunks) { heavy_chunks[static_cast<size_t>(owner) * ww + src] += chunks; };
+      const auto rep_hits = [&](int64_t a, int64_t b) {  // rows in [a, b) whose representative is covered
+        return static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), b - k) -
+                                    std::lower_bound(d_set.begin(), d_set.end(), a - k));
+      };
+      // Rows [a, b) in which src's visible column count is constant: row by row when short,
+      // otherwise by what repeats (striped: residues of the stripe period; contiguous and zigzag:
+      // the pieces between the rows where a covered-block window or the owner changes).
+      const auto rows = [&](int64_t a, int64_t b, int64_t visible) {
+        if (m.zigzag || m.stripes == 1) {
+          if (b - a > 32) {
+            events.assign({a, b});
+            const int64_t windows[2] = {key * m.g, (2 * w - 1 - key) * m.g};
+            for (int i = 0; i < (m.zigzag ? 2 : 1); ++i) {
+              for (const int64_t shift : {windows[i], windows[i] + m.g}) {  // a diagonal enters, leaves
+                auto from = std::upper_bound(d_set.begin(), d_set.end(), a - shift);
+                const auto to = std::lower_bound(d_set.begin(), d_set.end(), b - shift);
+                for (; from < to; ++from) events.push_back(*from + shift);
+              }
+            }
+            for (int64_t u = a / m.g + 1; u * m.g < b; ++u) events.push_back(u * m.g);
+            std::sort(events.begin(), events.end());
+            events.erase(std::unique(events.begin(), events.end()), events.end());
+            for (size_t e = 0; e + 1 < events.size(); ++e) {
+              const int64_t from = events[e];
+              const int64_t to = events[e + 1];
+              const int64_t chunks = by_count(visible, covered_blocks(from));
+              add(owner_of[static_cast<size_t>(from)], chunks >= 1 ? chunks * (to - from) : (to - from) - rep_hits(from, to));
+            }
+            return;
+          }
+        } else if (b - a > period) {
+          // Covered blocks and owner depend on the row's residue modulo the period.
+          if (residue_cover.empty()) {  // once per (head, src)
+            residue_cover.resize(static_cast<size_t>(period));
+            residue_owner.resize(static_cast<size_t>(period));
+            const int64_t start = key * m.g;  // < period
+            for (int64_t r = 0; r < period; ++r) {
+              const int64_t hi_r = r >= start ? r - start : r - start + period;
+              const int64_t from = hi_r - (m.g - 1) + period;
+              residue_cover[static_cast<size_t>(r)] = d_cyclic[static_cast<size_t>(from + m.g)] - d_cyclic[static_cast<size_t>(from)];
+              residue_owner[static_cast<size_t>(r)] = r / m.g;
+            }
+          }
+          by_residue.resize(static_cast<size_t>(period));
+          const int64_t a_mod = a % period;
+          const int64_t full = (b - a) / period;
+          const int64_t extra = (b - a) - full * period;
+          for (int64_t r = 0; r < period; ++r) {
+            const int64_t chunks = by_count(visible, residue_cover[static_cast<size_t>(r)]);
+            by_residue[static_cast<size_t>(r)] = chunks;
+            const int64_t offset = r >= a_mod ? r - a_mod : r - a_mod + period;  // first row of residue r is a + offset
+            add(residue_owner[static_cast<size_t>(r)], std::max<int64_t>(chunks, 1) * (full + (offset < extra ? 1 : 0)));
+          }
+          // Rows counting one chunk for their representative lose it where a diagonal covers it.
+          const auto first_d = std::lower_bound(d_set.begin(), d_set.end(), a - k);
+          for (auto it = first_d; it != d_set.end() && k + *it < b; ++it) {
+            const int64_t r = (k + *it) % period;
+            if (by_residue[static_cast<size_t>(r)] == 0) add(residue_owner[static_cast<size_t>(r)], -1);
+          }
+          return;
+        }
+        for (int64_t q = a; q < b; ++q) {
+          add(owner_of[static_cast<size_t>(q)], std::max<int64_t>(rep_uncovered(q) ? 1 : 0, by_count(visible, covered_blocks(q))));
         }
       };
-      if (m.zigzag || m.stripes == 1) {
-        for (int64_t q = dense_from; q < m.blocks; ++q) {
-          heavy_chunks[static_cast<size_t>(owner) * ww + src] += chunks_at(q, covered_blocks(q));
-          advance();
-        }
-        continue;
-      }
-      int64_t hi_r = ((dense_from - key * m.g) % period + period) % period;
-      for (int64_t q = dense_from; q < m.blocks; ++q) {
-        const int64_t from = hi_r - (m.g - 1) + period;
-        const int64_t cover = d_cyclic[static_cast<size_t>(from + m.g)] - d_cyclic[static_cast<size_t>(from)];
-        heavy_chunks[static_cast<size_t>(owner) * ww + src] += chunks_at(q, cover);
-        advance();
-        if (++hi_r == period) hi_r = 0;
+      residue_cover.clear();
+      size_t next = static_cast<size_t>(block);  // columns of src in key blocks up to the row
+      for (int64_t q = dense_from; q < m.blocks;) {
+        while (next < cols.size() && cols[next] <= q) ++next;
+        const int64_t end = next < cols.size() ? cols[next] : m.blocks;
+        rows(q, end, static_cast<int64_t>(next));
+        q = end;
       }
     }
   }
@@ -310,29 +380,27 @@ std::vector<int64_t> fine_striped_bound(const std::vector<const KeptPattern*>& h
   const int64_t local_blocks = layout.local_len() / block;
   const bool chunks = with_chunks && out != nullptr && w <= 128;  // costs W^2 log per head
   std::vector<int64_t> by_offset(2 * ww, 0);
-  std::vector<std::pair<int64_t, int64_t>> pairs;  // (r + W - 1, block diagonal)
-  std::vector<std::vector<int64_t>> d_r(2 * ww);
+  std::vector<std::vector<int64_t>> d_r(2 * ww);  // per r + W - 1: the block diagonals, ascending
+  std::vector<int64_t> largest(2 * ww);            // per r + W - 1: the largest block diagonal so far
   for (const KeptPattern* head : heads) {
-    pairs.clear();
-    for (const int64_t e : touched_diagonals(*head, grain)) {
-      const int64_t options[2][2] = {{e / w, e % w}, {e / w + 1, e % w - w}};
-      for (int k = 0; k < 2; ++k) {
-        const int64_t u = options[k][0];
-        const int64_t r = options[k][1];
-        if (r <= -w) continue;
-        const int64_t lo = u / m;
-        const int64_t hi = (u + m - 1) / m;
-        pairs.emplace_back(r + w - 1, lo);
-        if (hi != lo) pairs.emplace_back(r + w - 1, hi);
-      }
-    }
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
     for (auto& list : d_r) list.clear();
-    for (const auto& [r, delta] : pairs) {
-      if (delta >= local_blocks) continue;
-      by_offset[static_cast<size_t>(r)] += local_blocks - delta;
-      d_r[static_cast<size_t>(r)].push_back(delta);
+    std::fill(largest.begin(), largest.end(), int64_t{-1});
+    // Stripe diagonal e = u W + r with r = e mod W or r = e mod W - W. For a fixed r, u grows with
+    // e, so floor(u/m) and ceil(u/m) only fall to or below the largest one recorded when they
+    // were recorded already: keeping the values above `largest` keeps each once, ascending.
+    const auto add = [&](int64_t u, int64_t r) {
+      const auto at = static_cast<size_t>(r + w - 1);
+      for (const int64_t delta : {u / m, (u + m - 1) / m}) {
+        if (delta <= largest[at]) continue;
+        largest[at] = delta;
+        if (delta >= local_blocks) continue;
+        by_offset[at] += local_blocks - delta;
+        d_r[at].push_back(delta);
+      }
+    };
+    for (const int64_t e : touched_diagonals(*head, grain)) {
+      add(e / w, e % w);
+      if (e % w != 0) add(e / w + 1, e % w - w);
     }
     if (!chunks) continue;
     // Earliest kept column of each K/V rank.
@@ -405,17 +473,38 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   return out;
 }
 
-std::vector<int64_t> tiles_by_rank_offset(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
-                                          int64_t block, const std::vector<const std::vector<int64_t>*>& diagonals) {
+int64_t RankPairTiles::at(int32_t q, int32_t kv) const {
+  const int64_t w = ranks;
+  if (form == Form::offset) return table[static_cast<size_t>(q - kv + w - 1)];
+  const auto f_at = [&](int64_t e) { return e >= 0 && e < 2 * w ? table[static_cast<size_t>(e)] : int64_t{0}; };
+  const int64_t a[2] = {q, 2 * w - 1 - q};
+  const int64_t b[2] = {kv, 2 * w - 1 - kv};
+  return f_at(a[0] - b[0]) + f_at(a[0] - b[1]) + f_at(a[1] - b[0]) + f_at(a[1] - b[1]);
+}
+
+RankPairTiles& RankPairTiles::operator+=(const RankPairTiles& other) {
+  require(form == other.form && ranks == other.ranks && table.size() == other.table.size(),
+          "rank-pair tile tables of different layouts cannot be added");
+  for (size_t k = 0; k < table.size(); ++k) table[k] += other.table[k];
+  return *this;
+}
+
+RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
+                              const std::vector<const std::vector<int64_t>*>& diagonals) {
   require(block >= 1, "block size must be >= 1 token, got ", block);
+  RankPairTiles out;
+  out.ranks = layout.ranks();
   AlignedModel m;
   if (aligned_model(layout, block, m)) {
-    if (m.zigzag) return {};
     std::vector<std::vector<int64_t>> computed;
-    return periodic_offsets(stripe_weights(diagonal_sets(heads, diagonals, block, computed), m), m);
+    const std::vector<const std::vector<int64_t>*> sets = diagonal_sets(heads, diagonals, block, computed);
+    out.form = m.zigzag ? RankPairTiles::Form::zigzag : RankPairTiles::Form::offset;
+    out.table = m.zigzag ? stripe_weights(sets, m) : periodic_offsets(sets, m);
+  } else if (fine_striped(layout, block)) {
+    out.form = RankPairTiles::Form::offset;
+    out.table = fine_striped_bound(heads, layout, block, nullptr, false);
   }
-  if (fine_striped(layout, block)) return fine_striped_bound(heads, layout, block, nullptr, false);
-  return {};
+  return out;
 }
 
 }  // namespace sparsering

@@ -57,11 +57,31 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
                             const std::vector<const std::vector<int64_t>*>& diagonals = {},
                             ColumnBound columns = ColumnBound::dense);
 
-/// For layouts whose tiles depend only on r = q rank - K/V rank (contiguous and striped, aligned
-/// or finely striped): the exact tiles of the head group at index r + W - 1, for r in
-/// (-W, W), in O(N / stripe) instead of O(W^2). Empty for other layouts (zigzag, partial blocks).
-std::vector<int64_t> tiles_by_rank_offset(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
-                                          int64_t block, const std::vector<const std::vector<int64_t>*>& diagonals = {});
+/// The exact tiles of a head group as a function of the rank pair, where that is cheap to state:
+/// for contiguous and striped layouts (aligned or finely striped) a function of r = q rank - K/V
+/// rank, computed in O(N / stripe) instead of O(W^2); for zigzag the unit-diagonal weights F of
+/// the file comment, tiles(p, src) = sum of F[x - y] over x in {p, 2W-1-p}, y in {src, 2W-1-src}.
+/// Linear in the heads: the table of a group is the sum of its heads' tables, so geometries that
+/// differ only in how heads are grouped share them.
+struct RankPairTiles {
+  enum class Form : int32_t {
+    none = 0,    ///< no closed form (blocks that straddle the layout's units): use work_lower_bound
+    offset = 1,  ///< table[r + W - 1], r in (-W, W)
+    zigzag = 2,  ///< table = F over unit diagonals [0, 2W)
+  };
+  Form form = Form::none;
+  int32_t ranks = 0;
+  std::vector<int64_t> table;
+
+  /// Tiles of q rank `q` on the K/V chunk of rank `kv`. Precondition: form != none.
+  int64_t at(int32_t q, int32_t kv) const;
+  /// Adds another head's (or group's) table of the same form and ranks.
+  RankPairTiles& operator+=(const RankPairTiles& other);
+};
+
+/// The rank-pair tile table of `heads` (diagonals as for work_lower_bound).
+RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
+                              const std::vector<const std::vector<int64_t>*>& diagonals = {});
 
 /// The ascending touched diagonals { floor(d/unit), ceil(d/unit) } of the slash offsets d of a
 /// normalized pattern (ascending, starting with 0), at granularity `unit` tokens (>= 1).

@@ -4,8 +4,9 @@
 //                configs/clusters/mtraining-4x8-a100.yaml): the README example, exact search.
 //   BM_Tune1024: Qwen2.5-3B, 4M tokens, 1024 H100 in racks (tests/tuner_search/data/clusters/
 //                h100-128x8-ndr.yaml), with the work-set budget and gap given by the arguments.
-// Arguments: threads (and, for 1024 GPUs, gap in 1/1000 and the work-set budget). Figures and the
-// command that produced them: docs/tuner.md.
+//   BM_Tune4096: Qwen2.5-3B, 8M tokens, 4096 H100 in racks (h100-512x8-ndr.yaml), the same.
+// Arguments: threads (and, for 1024 and 4096 GPUs, gap in 1/1000 and the work-set budget).
+// Figures and the command that produced them: docs/PERF.md (tuner section) and docs/tuner.md.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -51,6 +52,7 @@ void run_search(benchmark::State& state, const Inputs& in, SearchOptions options
     state.counters["candidates"] = static_cast<double>(r.stats.candidates);
     state.counters["simulated"] = static_cast<double>(r.stats.simulated);
     state.counters["work_sets"] = static_cast<double>(r.stats.work_sets);
+    state.counters["layers_counted"] = static_cast<double>(r.stats.layers_counted);
     state.counters["best_step_ms"] = r.ranked.front().figures.step_ms;
   }
 }
@@ -62,8 +64,8 @@ void BM_Tune32(benchmark::State& state) {
   run_search(state, in, options);
 }
 
-void BM_Tune1024(benchmark::State& state) {
-  static const Inputs in = make_inputs("tests/tuner_search/data/clusters/h100-128x8-ndr.yaml", int64_t{4} << 20);
+/// A large cluster: threads, gap (1/1000) and work-set budget from the arguments.
+void run_budgeted(benchmark::State& state, const Inputs& in) {
   SearchOptions options;
   options.threads = static_cast<int>(state.range(0));
   options.gap = static_cast<double>(state.range(1)) / 1000.0;
@@ -71,8 +73,19 @@ void BM_Tune1024(benchmark::State& state) {
   run_search(state, in, options);
 }
 
+void BM_Tune1024(benchmark::State& state) {
+  static const Inputs in = make_inputs("tests/tuner_search/data/clusters/h100-128x8-ndr.yaml", int64_t{4} << 20);
+  run_budgeted(state, in);
+}
+
+void BM_Tune4096(benchmark::State& state) {
+  static const Inputs in = make_inputs("tests/tuner_search/data/clusters/h100-512x8-ndr.yaml", int64_t{8} << 20);
+  run_budgeted(state, in);
+}
+
 BENCHMARK(BM_Tune32)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Tune1024)->Args({2, 0, 0})->Args({2, 20, 4})->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Tune4096)->Args({2, 0, 0})->Args({2, 20, 4})->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
 }  // namespace sparsering

@@ -64,6 +64,7 @@ TEST(WorkLowerBound, TouchedDiagonalsMatchBruteForce) {
 TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(2024));
   int64_t exact_layouts = 0;
+  int64_t lists_bounded = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int32_t w = std::uniform_int_distribution<int32_t>(1, 6)(rng);
     const int64_t block = std::vector<int64_t>{16, 32, 64}[static_cast<size_t>(trial % 3)];
@@ -107,6 +108,9 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
                 << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " b=" << block
                 << " cell " << q << "," << kv << " dense " << dense;
             ASSERT_GE(b.column_chunks, 0);
+            ASSERT_LE(b.lists, e.lists) << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w
+                                        << " cell " << q << "," << kv;
+            lists_bounded += b.lists;
             ASSERT_LE(b.lists, e.lists) << "a list bound above the exact count would charge lists never run";
             if (exact_tiles) {
               ASSERT_EQ(b.tiles, e.tiles) << to_string(layout.kind()) << " G=" << layout.granularity_tokens();
@@ -117,6 +121,7 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
     }
   }
   EXPECT_GT(exact_layouts, 100);
+  EXPECT_GT(lists_bounded, 0);
 }
 
 TEST(WorkLowerBound, TheDenseColumnPartOnlyAdds) {

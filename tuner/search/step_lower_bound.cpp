@@ -395,6 +395,7 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         cell.tiles *= batch;
         cell.column_chunks *= batch;
+        cell.lists *= batch;
         const SimNs cf = kernel_time_ns(cost.forward, cell, heads_per_launch);
         const SimNs cb = kernel_time_ns(cost.backward, cell, heads_per_launch);
         f += cf;

@@ -1,6 +1,7 @@
 #include "tuner/search/work_lower_bound.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.hpp"
 
@@ -138,6 +139,55 @@ std::vector<const std::vector<int64_t>*> diagonal_sets(const std::vector<const K
   return out;
 }
 
+/// Lists (rows with a tile) of every cell, added to `out`: every row of a rank has its diagonal
+/// tile on its own chunk; for striped layouts also, per row residue x modulo the period P = g W
+/// and K/V rank src, the smallest touched diagonal d_min(x, src) landing on a key block of src
+/// ((x - d) mod P in src's g residues): the rows i = x + k P >= d_min have a tile there.
+void row_lists(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m, WorkMatrix& out) {
+  const int64_t w = m.ranks;
+  const int64_t local_rows = m.blocks / w;
+  if (m.zigzag || m.stripes == 1) {
+    for (int64_t p = 0; p < w; ++p) {
+      out.at(static_cast<int32_t>(p), static_cast<int32_t>(p)).lists += local_rows * static_cast<int64_t>(diagonals.size());
+    }
+    return;
+  }
+  const int64_t period = m.g * w;
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> d_min(static_cast<size_t>(period * w));  // [x x W + src]
+  const auto rows_from = [&](int64_t x, int64_t lo) {  // rows i = x + k P with lo <= i < blocks
+    const int64_t all = (m.blocks - x + period - 1) / period;
+    const int64_t below = lo > x ? (lo - x + period - 1) / period : 0;
+    return std::max<int64_t>(0, all - below);
+  };
+  for (const std::vector<int64_t>* set : diagonals) {
+    std::fill(d_min.begin(), d_min.end(), kNone);
+    int64_t open = period * w;
+    for (const int64_t d : *set) {
+      if (d >= m.blocks || open == 0) break;
+      int64_t y = ((-d) % period + period) % period;  // (x - d) mod P at x = 0
+      for (int64_t x = 0; x < period; ++x) {
+        int64_t& slot = d_min[static_cast<size_t>(x * w + y / m.g)];
+        if (slot == kNone) {
+          slot = d;
+          --open;
+        }
+        if (++y == period) y = 0;
+      }
+    }
+    for (int64_t p = 0; p < w; ++p) {
+      for (int64_t src = 0; src < w; ++src) {
+        int64_t rows = 0;
+        for (int64_t x = p * m.g; x < (p + 1) * m.g; ++x) {
+          const int64_t lo = d_min[static_cast<size_t>(x * w + src)];
+          if (lo != kNone) rows += rows_from(x, lo);
+        }
+        out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).lists += rows;
+      }
+    }
+  }
+}
+
 void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vector<const std::vector<int64_t>*>& given,
                    const AlignedModel& m, int64_t block, ColumnBound columns, WorkMatrix& out) {
   const int64_t w = m.ranks;
@@ -167,6 +217,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
     }
   }
 
+  row_lists(diagonals, m, out);
   if (columns == ColumnBound::none) return;
   const bool dense_columns = columns == ColumnBound::dense;
   // Chunks, per (head, K/V rank src) with kept columns, K = key block of src's earliest column:

@@ -1,8 +1,7 @@
 // A lower bound of the sparse kernel's work matrix (sim/work/work_counts.hpp) of a group of
 // heads, far cheaper than the exact count, for the tuner's pruning: every cell (q rank, K/V rank)
-// gets tiles <= the exact tiles and column_chunks <= the exact chunks (masked_tiles, columns and
-// lists are left 0, so the per-list kernel cost is bounded by 0). The kernel semantics are those
-// of kernels/sparse_index.hpp.
+// gets tiles <= the exact tiles, column_chunks <= the exact chunks and lists <= the exact lists
+// (masked_tiles and columns are left 0). The kernel semantics are those of kernels/sparse_index.hpp.
 //
 // Tiles. When every local block is one global block-aligned block ("aligned": contiguous with
 // b | N/W, zigzag with b | N/2W, striped with b | G), tile (global q block I, key block J) is listed
@@ -16,6 +15,11 @@
 // diagonal u W + (p - src) in the stripe-level set E lies in [(i-j) m - m + 1, (i-j) m + m - 1],
 // i.e. iff i - j is in D_r = { floor(u/m), ceil(u/m) : u W + r in E } with r = p - src: exact
 // too. Other layouts (partial blocks) get 0 tiles.
+// Lists. Aligned layouts only: a row (head, query block) with a tile has a list. Every row has its
+// diagonal tile on its own chunk; for striped layouts, the rows of query residue x modulo the
+// period P = g W have a tile on K/V rank src from the first row at or after the smallest touched
+// diagonal d with (x - d) mod P in src's stripe residues, in O(|D| x P) per head. Rows with only
+// columns are not counted.
 // Chunks. For every K/V rank, one representative kept column (the earliest it owns): in every
 // query block of rank p that can see it (causality) and whose tile list misses its key block, the
 // column list of that (head, query block) is non-empty, so the kernel gathers at least one chunk

@@ -46,7 +46,7 @@ def cell_errors(pass_json):
 
 def not_meaningful(doc):
     calibration = doc.get("calibration", {})
-    return doc.get("meaningful") is False or calibration.get("stale") is True
+    return doc.get("comparison_meaningful") is False or calibration.get("stale") is True
 
 
 def pct(x, signed=False):

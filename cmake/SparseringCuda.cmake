@@ -16,8 +16,10 @@ if(NOT SPARSERING_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # 90a: Hopper's architecture-specific features (wgmma), which the Hopper attention path
+    # needs and which run on compute capability 9.0 only; 80 covers Ampere and Ada.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90 80)
+      set(CMAKE_CUDA_ARCHITECTURES 90a 80)
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)

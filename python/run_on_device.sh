@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU script of the PyTorch package (docs/python.md): configure and build
-# sparsering_kernels_capi and sparsering (CUDA sm_90, Release; third-party dependencies from
+# sparsering_kernels_capi and sparsering (CUDA sm_90a, Release; third-party dependencies from
 # .device/deps as kernels/bench/run_on_device.sh does), run the package's GPU tests against the CPU
 # oracle path and SDPA (tests/python/gpu_test.py) and its CPU tests, benchmark vs_sparse_attention
 # against the same kernels through the C API and SDPA flash at 128K tokens
@@ -36,7 +36,7 @@ if has build; then
     prefix="-DCMAKE_PREFIX_PATH=$PWD/.device/deps"
     export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   fi
-  if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+  if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$OUT/build.log" 2>&1; then
     stamp "configure FAILED"; tail -30 "$OUT/build.log"; exit 1
   fi

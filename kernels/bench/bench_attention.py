@@ -137,6 +137,22 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
         lib.sparse_attn_bwd(q, k, v, dout, lse, delta, index, dq, dk, dv)
     row["ours_bwd"] = time_ms(ours_bwd, w, r)
     row["ours_fwd"]["tflops"] = fwd_flop / row["ours_fwd"]["median_ms"] / 1e9
+    # The other forward kernels on the same tensors (the library reads SPARSERING_FORWARD_KERNEL
+    # at every launch; "automatic" above is what a user gets).
+    for kernel in args.forward_kernels:
+        previous = os.environ.get("SPARSERING_FORWARD_KERNEL")
+        os.environ["SPARSERING_FORWARD_KERNEL"] = kernel
+        try:
+            timing = time_ms(lambda: lib.sparse_attn_fwd(q, k, v, index, out, lse), w, r)
+            timing["tflops"] = fwd_flop / timing["median_ms"] / 1e9
+            row[f"ours_fwd_{kernel}"] = timing
+        except Exception as error:  # e.g. wgmma asked for on a GPU that cannot run it
+            row[f"ours_fwd_{kernel}_error"] = repr(error)[:300]
+        finally:
+            if previous is None:
+                os.environ.pop("SPARSERING_FORWARD_KERNEL", None)
+            else:
+                os.environ["SPARSERING_FORWARD_KERNEL"] = previous
     row["ours_bwd"]["tflops"] = 2.5 * fwd_flop / row["ours_bwd"]["median_ms"] / 1e9
 
     if flex is not None:
@@ -254,6 +270,8 @@ def main() -> int:
     parser.add_argument("--dense-check", action="store_true", help="also run the all-tiles index (== dense causal)")
     parser.add_argument("--no-pipeline", dest="pipeline", action="store_false",
                         help="skip timing the GPU estimation + selection + index build")
+    parser.add_argument("--forward-kernels", default="mma_sync",
+                        help="forward kernels also timed beside the automatic choice (mma_sync, wgmma), comma-separated")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--time-budget-s", type=float, default=1e9, help="skip remaining configs after this")
@@ -263,6 +281,7 @@ def main() -> int:
     args.recalls = [float(s) for s in args.recalls.split(",") if s]
     args.densities = [float(s) for s in args.densities.split(",") if s]
     args.dense = [s for s in args.dense.split(",") if s]
+    args.forward_kernels = [s for s in args.forward_kernels.split(",") if s]
 
     start = time.time()
     # Timing a compiled backward repeatedly needs retain_graph, which donated buffers forbid.

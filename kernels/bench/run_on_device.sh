@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The one script the GPU machine runs (docs/PERF.md names it for every figure): configure and
-# build the CUDA kernels (sm_90, only the targets needed), run the GPU tests, compute-sanitizer
+# build the CUDA kernels (sm_90a, only the targets needed), run the GPU tests, compute-sanitizer
 # (memcheck, racecheck) on small tests, the C API check, then the benchmark; logs and JSON go to
 # $OUT and a short table is printed last.
 #   BENCH=full|quick|none   benchmark size (default full)
 #   BENCH_ARGS=...          extra arguments for bench_attention.py
 #   TESTS=all|none          GPU tests and sanitizer (default all)
+#   TEST_FILTER=...         gtest filter of the GPU tests (default all of them)
+#   SANITIZE=1|0            run compute-sanitizer after the tests (default 1)
 # Third-party headers / libraries the machine may lack (yaml-cpp, Eigen, CLI11, nlohmann-json,
 # GoogleTest, Google Benchmark, protobuf) are carried in .device/deps, made by
 # kernels/bench/make_device_deps.sh (docs/kernels.md).
@@ -35,7 +37,7 @@ if [ -d .device/deps ]; then
   # protoc must run at configure time (the tuner's FindProtobuf asks its version)
   export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
-if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$OUT/build.log" 2>&1; then
   stamp "configure FAILED"; tail -30 "$OUT/build.log"; exit 1
 fi
@@ -49,7 +51,7 @@ LIB=$BUILD/kernels/cuda/libsparsering_kernels.so
 
 test_status="skipped"
 if [ "$TESTS" != none ]; then
-  if $BUILD/tests/kernels_gpu/kernels_gpu_tests > "$OUT/tests.log" 2>&1 &&
+  if $BUILD/tests/kernels_gpu/kernels_gpu_tests --gtest_filter="${TEST_FILTER:-*}" > "$OUT/tests.log" 2>&1 &&
      $BUILD/tests/kernels_gpu/kernels_capi_tests >> "$OUT/tests.log" 2>&1; then
     test_status="passed"
   else
@@ -57,7 +59,7 @@ if [ "$TESTS" != none ]; then
   fi
   stamp "GPU tests $test_status: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED|Failure|error" "$OUT/tests.log" | head -20
-  {
+  [ "${SANITIZE:-1}" = 1 ] && {
     echo "== memcheck"
     compute-sanitizer --tool memcheck --error-exitcode 9 $BUILD/tests/kernels_gpu/kernels_gpu_tests \
       --gtest_filter='SparseAttnFwdGpu.OddLengthsAndTailBlocks:SparseAttnFwdGpu.RowsThatKeepOnlyThemselves:SparseIndexTransposeGpu.*:SparseAttnBwdGpu.SelfOnlyVerticalsOnlyAndDense:EstimatePatternGpu.*:RecallSelectGpu.*:SparseIndexBuildGpu.*'
@@ -67,7 +69,7 @@ if [ "$TESTS" != none ]; then
       --gtest_filter='SparseAttnFwdGpu.RowsThatKeepOnlyThemselves:SparseAttnBwdGpu.SelfOnlyVerticalsOnlyAndDense:SparseIndexBuildGpu.*:EstimatePatternGpu.*'
     echo "racecheck exit $?"
   } > "$OUT/sanitizer.log" 2>&1
-  stamp "sanitizer: $(grep -E 'exit|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
+  [ "${SANITIZE:-1}" = 1 ] && stamp "sanitizer: $(grep -E 'exit|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
 fi
 
 python3 -X faulthandler kernels/bench/check_capi.py --lib $LIB > "$OUT/capi.log" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The NCCL ring runtime's device script: configure and build only the ring targets (sm_90), run
+# The NCCL ring runtime's device script: configure and build only the ring targets (sm_90a), run
 # the CPU topology tests, the nccl tests on 2 GPUs and on 4 GPUs (a killed peer, flat and
 # hierarchical rings against the single-GPU kernels), then time one flat and one hierarchical
 # sparse layer at 256K tokens (Qwen2.5-3B-like shape per rank: 16 q heads, 2 kv heads, D 128).
@@ -35,7 +35,7 @@ if ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h > /dev/null 2>&1; the
   export LD_LIBRARY_PATH="$wheel/lib:${LD_LIBRARY_PATH:-}"
   stamp "NCCL from the wheel: $lib"
 fi
-if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix $nccl > "$OUT/build.log" 2>&1; then
   stamp "configure FAILED"; tail -30 "$OUT/build.log"; exit 1
 fi

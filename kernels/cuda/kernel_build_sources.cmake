@@ -10,8 +10,10 @@ set(SPARSERING_KERNEL_BUILD_SOURCES
   common/host_device.hpp
   core/token_layout.hpp
   kernels/attention_params.hpp
+  kernels/cuda/hopper_async.cuh
   kernels/cuda/key_items.cuh
   kernels/cuda/sparse_attn_bwd.cu
   kernels/cuda/sparse_attn_fwd.cu
+  kernels/cuda/sparse_attn_fwd_sm90.cu
   kernels/cuda/sparse_index_transpose.cu
   kernels/cuda/warp_mma.cuh)

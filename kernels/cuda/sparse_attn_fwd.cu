@@ -13,8 +13,12 @@
 #include "kernels/cuda/sparse_attn_fwd.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
+#include "common/error.hpp"
 #include "kernels/cuda/attention_checks.hpp"
+#include "kernels/cuda/sparse_attn_fwd_sm90.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/key_items.cuh"
 #include "kernels/cuda/warp_mma.cuh"
@@ -333,9 +337,58 @@ void launch_fwd_instance(const SparseAttnFwdParams& params, cudaStream_t stream)
 
 }  // namespace
 
-void launch_sparse_attn_fwd(const SparseAttnFwdParams& params, cudaStream_t stream) {
+std::string forward_kernel_unavailable(ForwardKernel kernel, const SparseAttnFwdParams& params) {
+  if (kernel != ForwardKernel::wgmma) return "";
+  if (!sparse_attn_fwd_sm90_built()) return "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
+  int device = 0;
+  SPARSERING_CUDA_CHECK(cudaGetDevice(&device));
+  int major = 0;
+  int minor = 0;
+  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) {
+    return "the device has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+           " (sm_90a code runs on 9.0 only)";
+  }
+  if (!sparse_attn_fwd_sm90_supports(params)) {
+    return "it needs query blocks of a multiple of 128 tokens and head dim 64 or 128 (block_q " +
+           std::to_string(params.index.block_q) + ", head dim " + std::to_string(params.shape.head_dim) + ")";
+  }
+  return "";
+}
+
+const char* forward_kernel_name(ForwardKernel kernel) {
+  switch (kernel) {
+    case ForwardKernel::automatic: return "automatic";
+    case ForwardKernel::mma_sync: return "mma_sync";
+    case ForwardKernel::wgmma: return "wgmma";
+  }
+  return "unknown";
+}
+
+ForwardKernel select_forward_kernel(const SparseAttnFwdParams& params) {
+  if (const char* forced = std::getenv("SPARSERING_FORWARD_KERNEL"); forced != nullptr && *forced != '\0') {
+    const std::string value = forced;
+    if (value == "mma_sync") return ForwardKernel::mma_sync;
+    if (value == "wgmma") return ForwardKernel::wgmma;
+    if (value != "automatic") {
+      throw InputError("SPARSERING_FORWARD_KERNEL='" + value + "': expected automatic, mma_sync or wgmma");
+    }
+  }
+  return forward_kernel_unavailable(ForwardKernel::wgmma, params).empty() ? ForwardKernel::wgmma : ForwardKernel::mma_sync;
+}
+
+void launch_sparse_attn_fwd(const SparseAttnFwdParams& params, cudaStream_t stream, ForwardKernel kernel) {
   check_sparse_attn_fwd(params);
   if (params.index.rows == 0 || params.index.q_blocks == 0) return;
+  if (kernel == ForwardKernel::automatic) kernel = select_forward_kernel(params);
+  if (kernel == ForwardKernel::wgmma) {
+    if (const std::string why = forward_kernel_unavailable(ForwardKernel::wgmma, params); !why.empty()) {
+      throw InputError("the wgmma forward kernel cannot run here: " + why);
+    }
+    launch_sparse_attn_fwd_sm90(params, stream);
+    return;
+  }
   // 128-query CTAs whenever the query block allows them (they halve K/V traffic per flop).
   const bool wide = params.index.block_q % (2 * kTileRows) == 0;
   if (params.shape.head_dim == 64) {

@@ -76,7 +76,7 @@ if [ -d .device/deps ]; then
   export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
 build_log="$WORK/logs/build.log"
-if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$build_log" 2>&1; then
   stamp "configure FAILED"; tail -30 "$build_log"; cp "$build_log" "$OUT/"; exit 1
 fi

@@ -3,7 +3,7 @@
 # configs/plans/validation/matrix/ is replayed (`sparsering validate --replay`: every virtual rank of
 # its ring in turn on this GPU) and compared with the simulator's prediction for the same layer,
 # predicted on this GPU kind's cluster and calibration.
-#   1. build `sparsering` (CUDA, sm_90, Release) in $BUILD, as the other device scripts do;
+#   1. build `sparsering` (CUDA, sm_90a, Release) in $BUILD, as the other device scripts do;
 #   2. unless CALIBRATE=0, calibrate this GPU first (measure/device/run_calibrate_on_device.sh),
 #      keeping the calibrated GPU config in $BUILD/matrix/<kind>/ (the tree's config is never
 #      used stale: with CALIBRATE=0 a calibration made by an earlier call of this script on the
@@ -71,7 +71,7 @@ if [ -d .device/deps ]; then
   export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
 if [ ! -x "$BUILD/cli/sparsering" ] || ! cmake --build "$BUILD" --target sparsering -j16 > "$WORK/logs/build.log" 2>&1; then
-  cmake -S . -B "$BUILD" -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+  cmake -S . -B "$BUILD" -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$WORK/logs/build.log" 2>&1 &&
     cmake --build "$BUILD" --target sparsering -j16 >> "$WORK/logs/build.log" 2>&1 ||
     { stamp "build FAILED"; grep -E "error" "$WORK/logs/build.log" | head -30; exit 1; }

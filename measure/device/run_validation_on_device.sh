@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The validation run (docs/VALIDATION.md): builds the sparsering binary (CUDA + NCCL, sm_90, -j16),
+# The validation run (docs/VALIDATION.md): builds the sparsering binary (CUDA + NCCL, sm_90a, -j16),
 # synthesizes the Qwen2.5-3B traces the cases need, runs every case of configs/plans/validation/
 # that the GPUs present allow (2-GPU rings when >= 2 GPUs, 4-GPU flat and hierarchical rings when
 # >= 4, replays of 8 and 32 virtual ranks on one GPU), writes each case's validation.json under
@@ -28,7 +28,7 @@ if [ -d .device/deps ]; then
   prefix="-DCMAKE_PREFIX_PATH=$PWD/.device/deps"
   export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
-if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+if ! cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix > "$OUT/build.log" 2>&1; then
   stamp "configure FAILED"; tail -30 "$OUT/build.log"; exit 1
 fi

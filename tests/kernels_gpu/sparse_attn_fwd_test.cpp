@@ -8,7 +8,9 @@
 //   keep the NaN poison the GPU output started with (nothing written).
 // Edge cases: rows that keep only themselves, no vertical columns, verticals only, the
 // all-dense index (== fp64 dense causal attention), GQA 1 / 2 / 8, lengths that are not block
-// multiples, batch 2, head dims 64 and 128, block_q / block_k 64 and 128.
+// multiples, batch 2, head dims 64 and 128, block_q 64 / 128 / 256 and block_k 64 / 128, huge
+// logits. Every case runs on each forward kernel the device can run (mma_sync everywhere, wgmma
+// on Hopper for query blocks of a multiple of 128); a Hopper GPU must run wgmma.
 #include "kernels/cuda/sparse_attn_fwd.hpp"
 
 #include <gtest/gtest.h>
@@ -59,10 +61,11 @@ RingProblem make_problem(std::mt19937_64& rng, const ForwardCase& c) {
   return random_problem(rng, layout, shape, c.block_q, c.block_k);
 }
 
-/// Runs the problem's whole ring on the GPU and on the CPU reference, comparing the running
-/// output after every step. Stores the GPU's final output and LSE in global token order in
-/// `gpu_global` when given.
-void check_forward_ring(const RingProblem& p, const std::string& where, RingForward* result = nullptr) {
+/// Runs the problem's whole ring with `kernel` on the GPU and on the CPU reference, comparing the
+/// running output after every step. Stores the GPU's final output and LSE in global token order
+/// in `result` when given.
+void check_forward_ring_with(const RingProblem& p, const std::string& where, ForwardKernel kernel,
+                             RingForward* result) {
   const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
   const int64_t local = p.layout.local_len();
@@ -104,12 +107,12 @@ void check_forward_ring(const RingProblem& p, const std::string& where, RingForw
       params.v = d_v.data();
       params.out = d_out.data();
       params.lse = d_lse.data();
-      launch_sparse_attn_fwd(params, stream.get());
+      launch_sparse_attn_fwd(params, stream.get(), kernel);
       stream.synchronize();
 
       const std::vector<float> gpu_out = d_out.download();
       const std::vector<float> gpu_lse = d_lse.download();
-      const std::string at = str(where, " rank ", rank, " step ", step);
+      const std::string at = str(where, " [", forward_kernel_name(kernel), "] rank ", rank, " step ", step);
       std::vector<bool> untouched_element(out.size(), false);
       std::vector<bool> untouched_row(lse.size(), false);
       for (size_t t = 0; t < lse.size(); ++t) {
@@ -140,6 +143,24 @@ void check_forward_ring(const RingProblem& p, const std::string& where, RingForw
   if (result != nullptr) *result = std::move(gpu_global);
 }
 
+/// The problem's first ring step as kernel parameters (enough to ask which kernels run it).
+SparseAttnFwdParams first_step_params(const RingProblem& p) {
+  SparseAttnFwdParams params;
+  params.shape = p.local_shape();
+  params.index.block_q = p.block_q;
+  return params;
+}
+
+/// check_forward_ring_with for every forward kernel that can run the problem here; `result` gets
+/// the last one's output.
+void check_forward_ring(const RingProblem& p, const std::string& where, RingForward* result = nullptr) {
+  for (const ForwardKernel kernel : {ForwardKernel::mma_sync, ForwardKernel::wgmma}) {
+    if (!forward_kernel_unavailable(kernel, first_step_params(p)).empty()) continue;
+    check_forward_ring_with(p, where, kernel, result);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 TEST(SparseAttnFwdGpu, RandomPatternsEveryLayoutMatchReference) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
@@ -151,6 +172,10 @@ TEST(SparseAttnFwdGpu, RandomPatternsEveryLayoutMatchReference) {
       {LayoutKind::striped, 4, 64, 1024, 1, 2, 2, 128, 64, 128},
       {LayoutKind::striped, 2, 16, 320, 1, 4, 4, 128, 128, 128},
       {LayoutKind::striped, 3, 1, 291, 1, 2, 1, 64, 64, 64},
+      {LayoutKind::contiguous, 1, 0, 1000, 1, 4, 1, 128, 128, 64},
+      {LayoutKind::zigzag, 2, 0, 1024, 1, 8, 8, 64, 128, 128},
+      {LayoutKind::striped, 2, 64, 1280, 2, 8, 1, 128, 256, 64},
+      {LayoutKind::striped, 4, 16, 2048, 1, 4, 2, 128, 128, 128},
   };
   for (const ForwardCase& c : cases) {
     const RingProblem problem = make_problem(rng, c);
@@ -163,9 +188,11 @@ TEST(SparseAttnFwdGpu, OddLengthsAndTailBlocks) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
   for (const int64_t n : {1, 7, 63, 65, 130, 300}) {
-    const ForwardCase c{LayoutKind::contiguous, 1, 0, n, 1, 2, 1, n % 2 == 0 ? 128 : 64, 64, 64};
-    check_forward_ring(make_problem(rng, c), describe(c));
-    if (HasFailure()) return;
+    for (const int32_t block_q : {64, 128}) {
+      const ForwardCase c{LayoutKind::contiguous, 1, 0, n, 1, 2, 1, n % 2 == 0 ? 128 : 64, block_q, 64};
+      check_forward_ring(make_problem(rng, c), describe(c));
+      if (HasFailure()) return;
+    }
   }
 }
 
@@ -183,6 +210,7 @@ TEST(SparseAttnFwdGpu, RowsThatKeepOnlyThemselves) {
   const auto self_only = [](int64_t, int64_t) { return RowPattern{}; };
   check_with_patterns(rng, {LayoutKind::contiguous, 1, 0, 256, 1, 2, 2, 128, 64, 64}, self_only);
   check_with_patterns(rng, {LayoutKind::striped, 2, 64, 512, 1, 2, 1, 64, 64, 64}, self_only);
+  check_with_patterns(rng, {LayoutKind::zigzag, 2, 0, 512, 1, 2, 1, 128, 128, 64}, self_only);
 }
 
 TEST(SparseAttnFwdGpu, SlashesOnlyAndVerticalsOnly) {
@@ -203,6 +231,45 @@ TEST(SparseAttnFwdGpu, SlashesOnlyAndVerticalsOnly) {
   check_with_patterns(rng, {LayoutKind::zigzag, 2, 0, 768, 1, 4, 2, 128, 64, 64}, slashes);
   check_with_patterns(rng, {LayoutKind::contiguous, 1, 0, 1000, 1, 8, 1, 128, 64, 64}, verticals);
   check_with_patterns(rng, {LayoutKind::striped, 2, 32, 1024, 1, 2, 2, 64, 128, 64}, verticals);
+  check_with_patterns(rng, {LayoutKind::contiguous, 1, 0, 1000, 1, 4, 2, 128, 128, 128}, verticals);
+}
+
+TEST(SparseAttnFwdGpu, HugeLogitsStayFinite) {
+  // Scores of several thousand: exp overflows unless every exponent is taken after the row
+  // maximum is subtracted, on every kernel.
+  SPARSERING_REQUIRE_GPU();
+  std::mt19937_64 rng = test_rng();
+  for (const ForwardCase& c : {ForwardCase{LayoutKind::zigzag, 2, 0, 512, 1, 4, 2, 128, 128, 64},
+                               ForwardCase{LayoutKind::contiguous, 1, 0, 300, 1, 2, 1, 64, 64, 64}}) {
+    RingProblem problem = make_problem(rng, c);
+    problem.softmax_scale *= 400.0f;
+    check_forward_ring(problem, describe(c) + " huge logits");
+    if (HasFailure()) return;
+  }
+}
+
+TEST(SparseAttnFwdGpu, HopperRunsTheWgmmaKernel) {
+  // The wgmma kernel must not be skipped silently where it should run: on compute capability 9.0
+  // with an sm_90a build, for a 128-query block.
+  SPARSERING_REQUIRE_GPU();
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
+  SparseAttnFwdParams params;
+  params.shape.head_dim = 128;
+  params.index.block_q = 128;
+  const std::string why = forward_kernel_unavailable(ForwardKernel::wgmma, params);
+  if (major == 9 && minor == 0) {
+    EXPECT_EQ(why, "") << "a Hopper GPU cannot run the wgmma forward";
+  } else {
+    EXPECT_NE(why, "");
+    GTEST_SKIP() << "not a compute capability 9.0 GPU: " << why;
+  }
+  params.index.block_q = 64;
+  EXPECT_NE(forward_kernel_unavailable(ForwardKernel::wgmma, params), "");
 }
 
 TEST(SparseAttnFwdGpu, AllDenseIndexEqualsDenseCausalAttention) {

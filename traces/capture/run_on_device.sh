@@ -34,7 +34,7 @@ if [ -d .device/deps ]; then
   prefix="-DCMAKE_PREFIX_PATH=$PWD/.device/deps"
   export PATH="$PWD/.device/deps/bin:$PATH" LD_LIBRARY_PATH="$PWD/.device/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
-( cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+( cmake -S . -B $BUILD -G Ninja -DSPARSERING_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $prefix && cmake --build $BUILD --target trace_capture_driver -j16 ) \
   > "$OUT/build.log" 2>&1 &
 build_pid=$!

@@ -182,8 +182,8 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
 }
 
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
-  expect_shipped("h100-sxm-kernels-c96fff5c-banded.csv", "h100-sxm.yaml");
-  expect_shipped("h200-kernels-c96fff5c-banded.csv", "h200.yaml");
+  expect_shipped("h100-sxm-kernels-443afdb3-random.csv", "h100-sxm.yaml");
+  expect_shipped("h200-kernels-443afdb3-random.csv", "h200.yaml");
 }
 
 TEST(KernelCalibration, HeldOutErrorOfTheRecordedMeasurements) {
@@ -191,7 +191,8 @@ TEST(KernelCalibration, HeldOutErrorOfTheRecordedMeasurements) {
   // and the forward, which the four-term model explains, has a held-out median within 3%.
   for (const char* csv : {"h100-sxm-kernels.csv", "h200-kernels-banded.csv", "h200-kernels-random.csv",
                           "h100-sxm-kernels-c96fff5c-banded.csv", "h100-sxm-kernels-c96fff5c-random.csv",
-                          "h200-kernels-c96fff5c-banded.csv"}) {
+                          "h200-kernels-c96fff5c-banded.csv", "h100-sxm-kernels-443afdb3-random.csv",
+                          "h200-kernels-443afdb3-random.csv"}) {
     for (const ShapeFit& fit : refit(csv)) {
       SCOPED_TRACE(str(csv, " ", to_string(fit.shape)));
       for (const DirectionFit* d : {&fit.forward, &fit.backward}) {

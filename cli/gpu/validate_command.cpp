@@ -4,7 +4,10 @@
 // context-parallel ring runs on the GPUs present through the NCCL ring runtime; with --replay one
 // GPU runs every virtual rank in turn (measure/replay/) and the simulator's schedule derives
 // the layer time from the measured compute matrix. --out DIR writes DIR/validation.json and
-// DIR/timeline.json atomically (never replacing files without --force). The callback only turns
+// DIR/timeline.json atomically (never replacing files without --force). --measured FILE predicts
+// again and compares with the measurement recorded in an earlier validation.json (a replay's
+// compute matrices), without a GPU: how a changed cost model or calibration would have fared on
+// cases measured before (docs/VALIDATION.md). The callback only turns
 // flags into library calls; the library is tested in tests/measure/validation/ and on GPUs by
 // measure/device/run_validation_on_device.sh.
 #include <cuda_runtime_api.h>
@@ -12,6 +15,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -47,7 +51,37 @@ struct ValidateOptions {
   int32_t iterations = 3;
   int32_t device = 0;
   double timeout_s = 120.0;
+  std::string measured_path;
 };
+
+/// The measurement recorded in a replay's validation.json (measured_compute_us of both passes).
+MeasuredLayer read_recorded_measurement(const std::string& path, nlohmann::json& document) {
+  std::ifstream in(path);
+  require(static_cast<bool>(in), "--measured ", path, ": cannot read the file");
+  try {
+    document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    throw InputError(str("--measured ", path, ": not JSON: ", error.what()));
+  }
+  require(document.value("format", "") == "sparsering-validation", "--measured ", path,
+          ": not a validation.json (format is not sparsering-validation)");
+  require(document.value("mode", "") == "replay", "--measured ", path,
+          ": only a replay's measurement can be compared again (its layer time is re-derived from the compute "
+          "matrix); this one is mode '", document.value("mode", ""), "'");
+  MeasuredLayer measured;
+  measured.mode = "replay";
+  try {
+    measured.ranks = document.at("ranks").get<int32_t>();
+    measured.iterations = document.at("iterations").get<int32_t>();
+    measured.tiles = document.at("measured_work").at("tiles").get<int64_t>();
+    measured.column_chunks = document.at("measured_work").at("column_chunks").get<int64_t>();
+    measured.forward.compute_us = document.at("forward").at("measured_compute_us").get<std::vector<double>>();
+    measured.backward.compute_us = document.at("backward").at("measured_compute_us").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& error) {
+    throw InputError(str("--measured ", path, ": ", error.what()));
+  }
+  return measured;
+}
 
 /// The commit the binary runs from: SPARSERING_COMMIT if set, else `git rev-parse HEAD`.
 std::string current_commit() {
@@ -120,9 +154,23 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
       require(global.force || !std::filesystem::exists(path), path.string(), " already exists; pass --force to overwrite it");
     }
   }
+  const bool recorded = !o.measured_path.empty();
+  nlohmann::json recorded_document;
+  MeasuredLayer measured;
+  if (recorded) {
+    require(o.replay, "--measured compares with a recorded replay: pass --replay (and the --ranks it ran at)");
+    measured = read_recorded_measurement(o.measured_path, recorded_document);
+    require(measured.ranks == plan.context_parallel, "--measured ", o.measured_path, " was measured on a ring of ",
+            measured.ranks, ", the plan has ", plan.context_parallel);
+    require(recorded_document.value("layer", int64_t{-1}) == o.layer && recorded_document.value("sample", int64_t{-1}) == o.sample,
+            "--measured ", o.measured_path, " is layer ", recorded_document.value("layer", int64_t{-1}), " sample ",
+            recorded_document.value("sample", int64_t{-1}), ", not --layer ", o.layer, " --sample ", o.sample);
+  }
   int device_count = 0;
-  if (cudaGetDeviceCount(&device_count) != cudaSuccess) device_count = 0;
-  if (o.replay) {
+  if (!recorded && cudaGetDeviceCount(&device_count) != cudaSuccess) device_count = 0;
+  if (recorded) {
+    // No GPU: the measurement is the recorded one.
+  } else if (o.replay) {
     require(device_count >= 1, "--replay needs one CUDA GPU; none is present");
     require(o.device >= 0 && o.device < device_count, "--device ", o.device, " does not exist (", device_count,
             " GPUs present)");
@@ -150,8 +198,9 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
   SimulationContext context;
   const SimulationResult predicted = simulate(context, plan, loaded.model, loaded.cluster, trace_ptr, options);
 
-  MeasuredLayer measured;
-  if (o.replay) {
+  if (recorded) {
+    // measured above
+  } else if (o.replay) {
     ReplayOptions replay;
     replay.device = o.device;
     replay.iterations = o.iterations;
@@ -165,7 +214,16 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
     measured = measured_from_ring(ring, order, o.iterations);
   }
   const ValidationReport report = compare_layer(problem, predicted, measured, options.accumulator_route);
-  const nlohmann::json document = validation_to_json(report, provenance(o, device_count, command_line(o)));
+  nlohmann::json document;
+  if (recorded) {
+    nlohmann::json recorded_provenance = recorded_document.value("provenance", nlohmann::json::object());
+    recorded_provenance["predicted_again"] = {{"command", command_line(o) + " --measured " + o.measured_path},
+                                              {"commit", current_commit()},
+                                              {"sparsering_version", kVersion}};
+    document = validation_to_json(report, recorded_provenance);
+  } else {
+    document = validation_to_json(report, provenance(o, device_count, command_line(o)));
+  }
 
   if (!global.out.empty()) {
     std::filesystem::create_directories(global.out);
@@ -203,6 +261,9 @@ void add_validate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--device", options->device, "With --replay: the CUDA device")->capture_default_str();
   cmd->add_option("--timeout-s", options->timeout_s, "Ring runs: bound on every wait for a peer (seconds)")
       ->capture_default_str();
+  cmd->add_option("--measured", options->measured_path,
+                  "With --replay: no GPU; predict again and compare with the compute matrices recorded in this "
+                  "validation.json (same plan, layer and sample)");
   cmd->callback([options, &global] { run_validate(*options, global); });
 }
 

@@ -49,6 +49,30 @@ IndexWork count_sparse_index(const StepGeometry& geometry, std::span<const Prepa
   return total;
 }
 
+BackwardUnits backward_units(const SparseIndex& index, int32_t group, int64_t column_item) {
+  require(group >= 1 && index.rows % group == 0, "backward units: a GQA group of ", group, " rows must divide ",
+          index.rows, " rows");
+  require(column_item >= 1, "backward units: a column item must be >= 1 column, got ", column_item);
+  const int64_t key_blocks = (index.kv_len + index.block_k - 1) / index.block_k;
+  BackwardUnits units;
+  std::vector<uint8_t> listed(static_cast<size_t>(key_blocks), 0);
+  for (int32_t r = 0; r < index.rows; ++r) {
+    if (r % group == 0) std::fill(listed.begin(), listed.end(), 0);
+    for (int32_t i = 0; i < index.q_blocks; ++i) {
+      const size_t list = static_cast<size_t>(r) * static_cast<size_t>(index.q_blocks) + static_cast<size_t>(i);
+      for (int32_t t = index.tile_offsets[list]; t < index.tile_offsets[list + 1]; ++t) {
+        uint8_t& seen = listed[static_cast<size_t>(index.tile_block[static_cast<size_t>(t)])];
+        units.key_lists += seen == 0 ? 1 : 0;
+        seen = 1;
+      }
+      const int64_t columns = index.column_offsets[list + 1] - index.column_offsets[list];
+      units.column_lists += columns > 0 ? 1 : 0;
+      units.column_items += (columns + column_item - 1) / column_item;
+    }
+  }
+  return units;
+}
+
 IndexWork index_work(const SparseIndex& index) {
   IndexWork work;
   work.tiles = index.tiles();

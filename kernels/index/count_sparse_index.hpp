@@ -44,4 +44,17 @@ IndexWork count_sparse_index(const StepGeometry& geometry, std::span<const Prepa
 /// Work of a materialised index (counts its lists; masked tiles from tile_masked).
 IndexWork index_work(const SparseIndex& index);
 
+/// The units the backward kernel schedules for an index (kernels/cuda/sparse_attn_bwd.cu).
+struct BackwardUnits {
+  int64_t key_lists = 0;     ///< (K/V row, key block) pairs that some list of the row's group holds
+  int64_t column_lists = 0;  ///< lists with at least one column
+  int64_t column_items = 0;  ///< sum over lists of ceil(columns / column_item)
+  friend bool operator==(const BackwardUnits&, const BackwardUnits&) = default;
+};
+
+/// Backward units of a materialised index whose consecutive `group` rows share one K/V row (GQA:
+/// row r uses K/V row r / group). Throws InputError unless group >= 1 divides the rows and
+/// column_item >= 1.
+BackwardUnits backward_units(const SparseIndex& index, int32_t group, int64_t column_item = 64);
+
 }  // namespace sparsering

@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "kernels/attention_params.hpp"
+#include "kernels/index/count_sparse_index.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
 #include "measure/calibration/synthetic_index.hpp"
 #include "kernels/cuda/attn_bwd_delta.hpp"
@@ -120,6 +121,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     spec.block_k = static_cast<int32_t>(c.shape.block_k);
     spec.tiles_per_list = c.tiles_per_list;
     spec.chunks_per_list = c.chunks_per_list;
+    spec.columns_per_list = c.columns_per_list;
     spec.seed = options.seed + n;
     spec.banded = options.banded;
     const SparseIndex index = make_synthetic_index(spec);
@@ -192,6 +194,12 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     m.lists = int64_t{index.rows} * index.q_blocks;
     m.tiles = index.tiles();
     m.column_chunks = index.column_chunks();
+    m.columns_per_list = c.columns_per_list >= 0 ? c.columns_per_list : c.chunks_per_list * spec.block_k;
+    const BackwardUnits units = backward_units(index, c.q_heads / c.kv_heads);
+    m.key_lists = units.key_lists;
+    m.column_lists = units.column_lists;
+    m.column_items = units.column_items;
+    m.columns = index.columns();
     m.repeats = options.repeats;
     for (const auto& [name, timing] : {std::pair<const char*, GpuTiming>{"forward", forward}, {"backward", backward}}) {
       m.direction = name;

@@ -81,6 +81,23 @@ std::vector<KernelBenchCase> default_kernel_cases(bool quick, const std::vector<
         for (const Mix& mix : kMixes) add(q_heads, kv_heads, local, mix);
       }
     }
+    // 16 query heads over 4 K/V heads: twice the backward's key lists of 16/2 at the same lists,
+    // tiles and length, so its per-key-list cost is told apart from a cost per token.
+    for (const int64_t local : {int64_t{16384}, int64_t{32768}, int64_t{65536}}) {
+      for (const Mix& mix : kMixes) add(16, 4, local, mix);
+    }
+    // Partly filled column items: a real list gathers few columns, which the full chunks above
+    // never show; the backward's column pass pays per 64-column item and per column (atomics).
+    for (const auto& [q_heads, kv_heads] : std::array<std::pair<int32_t, int32_t>, 2>{{{16, 2}, {32, 4}}}) {
+      for (const int64_t local : {int64_t{16384}, int64_t{32768}, int64_t{65536}}) {
+        for (const int32_t columns : {16, 40, 100}) {
+          const auto chunks = static_cast<int32_t>((columns + shape.block_k - 1) / shape.block_k);
+          if (4 + int64_t{chunks} <= local / shape.block_k) {
+            cases.push_back({shape, q_heads, kv_heads, local, 4, chunks, columns});
+          }
+        }
+      }
+    }
     for (const int64_t local : {int64_t{4096}, int64_t{16384}}) {
       for (const Mix& mix : std::array<Mix, 3>{{{4, 0}, {16, 0}, {16, 4}}}) add(1, 1, local, mix);
     }

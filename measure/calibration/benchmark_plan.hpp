@@ -22,6 +22,10 @@ struct KernelBenchCase {
   int64_t local_tokens = 4096;   ///< query tokens = K/V chunk tokens
   int32_t tiles_per_list = 1;    ///< key tiles of block_k tokens per (head, query block)
   int32_t chunks_per_list = 0;   ///< gathered vertical chunks of block_k columns per (head, query block)
+  /// Gathered columns per list when >= 0 (then chunks_per_list = ceil(columns / block_k)): partly
+  /// filled chunks and 64-column items, which separate the backward's per-column cost from its
+  /// per-item cost; -1: chunks_per_list x block_k.
+  int32_t columns_per_list = -1;
 };
 
 /// The shapes one `calibrate` run measures by default: block_q = block_k in the tuner's default
@@ -34,8 +38,10 @@ std::vector<KernelShape> default_calibration_shapes();
 std::vector<KernelShape> parse_kernel_shapes(std::string_view text, std::string_view option);
 
 /// The grid, for each shape in turn: head counts {4, 16, 32} (GQA groups 4-8) x local lengths
-/// {4K, 16K, 32K, 64K} tokens x nine (tiles, chunks) mixes, plus launches of one head that leave
-/// most SMs idle (kept out of the fit, reported apart). `quick` is a small subset for smoke runs
+/// {4K, 16K, 32K, 64K} tokens x nine (tiles, chunks) mixes, heads 16/4 at 16K-64K (the backward's
+/// key lists twice those of 16/2 at the same lists and length), then lists with partly filled column
+/// items (4 tiles + 16, 40 or 100 columns at heads 16/2 and 32/4, 16K-64K tokens), plus launches
+/// of one head that leave most SMs idle (kept out of the fit, reported apart). `quick` is a small subset for smoke runs
 /// that still leaves at least five filled launches per direction and shape on a 132-SM GPU.
 /// Every case fits its K/V chunk (tiles + chunks <= key blocks of block_k tokens).
 std::vector<KernelBenchCase> default_kernel_cases(bool quick, const std::vector<KernelShape>& shapes);

@@ -20,10 +20,17 @@ struct KernelMeasurement {
   int32_t head_dim = 0;
   int32_t tiles_per_list = 0;   ///< per (head, query block)
   int32_t chunks_per_list = 0;
+  int32_t columns_per_list = -1;  ///< gathered columns per list; -1: chunks_per_list x block_k (older records)
   std::string placement = "random";  ///< synthetic index: "random" or "banded" (synthetic_index.hpp)
   int64_t lists = 0;            ///< heads x query blocks (non-empty (head, query block) lists)
   int64_t tiles = 0;            ///< all heads
   int64_t column_chunks = 0;    ///< all heads
+  // The backward's units (kernels/index/count_sparse_index.hpp backward_units), all heads; -1 when
+  // not recorded (older CSVs: restore_backward_units rebuilds them from the synthetic index).
+  int64_t key_lists = -1;       ///< non-empty (K/V head, key block) segments
+  int64_t column_lists = -1;    ///< lists with a column
+  int64_t column_items = -1;    ///< sum over lists of ceil(columns / 64)
+  int64_t columns = -1;         ///< gathered columns
   int32_t repeats = 0;
   double median_us = 0.0;
   double min_us = 0.0;

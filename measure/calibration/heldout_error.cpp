@@ -9,7 +9,7 @@
 namespace sparsering {
 
 HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<const int64_t> case_ids, int64_t folds,
-                           uint64_t seed) {
+                           uint64_t seed, const KernelTerms& terms) {
   require(samples.size() == case_ids.size(), "held-out error: ", samples.size(), " samples but ", case_ids.size(),
           " case ids");
   require(folds >= 2, "held-out error needs at least 2 folds, got ", folds);
@@ -37,14 +37,14 @@ HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<cons
     }
     KernelCostCoefficients c;
     try {
-      c = rounded_coefficients(fit_kernel_cost(training).coefficients);
+      c = rounded_coefficients(fit_kernel_cost(training, terms).coefficients);
     } catch (const InputError& error) {
       throw InputError(str("held-out fold ", fold + 1, " of ", folds, " (seed ", seed, "): ", error.what()));
     }
     for (size_t k = 0; k < samples.size(); ++k) {
       if (fold_of.at(case_ids[k]) != fold) continue;
       const KernelSample& s = samples[k];
-      out.relative_errors[k] = (predict_kernel_us(c, s.lists, s.tiles, s.column_chunks) - s.time_us) / s.time_us;
+      out.relative_errors[k] = (predict_kernel_us(c, s) - s.time_us) / s.time_us;
     }
   }
   std::tie(out.median_relative_error, out.max_relative_error) = median_and_max_magnitude(out.relative_errors);

@@ -30,6 +30,6 @@ struct HeldOutError {
 /// differ, folds < 2, there are fewer distinct cases than folds, or a fold's training samples
 /// cannot be fitted (the message names the fold).
 HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<const int64_t> case_ids, int64_t folds,
-                           uint64_t seed);
+                           uint64_t seed, const KernelTerms& terms = KernelTerms::four_terms());
 
 }  // namespace sparsering

@@ -9,7 +9,9 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "kernels/index/count_sparse_index.hpp"
 #include "measure/calibration/link_fit.hpp"
+#include "measure/calibration/synthetic_index.hpp"
 
 namespace sparsering {
 namespace {
@@ -40,31 +42,64 @@ std::vector<ResidualGroup> residuals_by(const std::vector<const KernelMeasuremen
   return out;
 }
 
+KernelSample sample_of(const KernelMeasurement& k) {
+  KernelSample s{k.tiles, k.column_chunks, k.median_us, k.lists};
+  s.key_lists = std::max<int64_t>(k.key_lists, 0);
+  s.column_lists = std::max<int64_t>(k.column_lists, 0);
+  s.column_items = std::max<int64_t>(k.column_items, 0);
+  s.columns = std::max<int64_t>(k.columns, 0);
+  return s;
+}
+
+bool has_backward_units(const KernelMeasurement& k) {
+  return k.key_lists >= 0 && k.column_lists >= 0 && k.column_items >= 0 && k.columns >= 0;
+}
+
+}  // namespace
+
+KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction) {
+  if (direction != "backward" || launches.empty()) return KernelTerms::four_terms();
+  bool partial_items = false;
+  for (const KernelMeasurement& k : launches) {
+    if (!has_backward_units(k)) return KernelTerms::four_terms();
+    partial_items = partial_items || k.columns != 64 * k.column_items;
+  }
+  return KernelTerms::backward_units(partial_items);
+}
+
+namespace {
+
 DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const KernelShape& shape, const std::string& direction,
                            const FitOptions& options) {
   std::vector<const KernelMeasurement*> filled_launches;
   std::vector<KernelSample> filled;
   std::vector<KernelSample> under;
   std::vector<int64_t> case_ids;
-  std::map<std::tuple<int32_t, int32_t, int64_t, int32_t, int32_t, std::string>, int64_t> cases;
+  std::map<std::tuple<int32_t, int32_t, int64_t, int32_t, int32_t, int32_t, std::string>, int64_t> cases;
+  std::vector<KernelMeasurement> mine;
+  for (const KernelMeasurement& k : kernels) {
+    if (k.direction == direction && shape_of(k) == shape) mine.push_back(k);
+  }
+  const KernelTerms terms = fit_terms(mine, direction);
   for (const KernelMeasurement& k : kernels) {
     if (k.direction != direction || !(shape_of(k) == shape)) continue;
-    const KernelSample sample{k.tiles, k.column_chunks, k.median_us, k.lists};
+    const KernelSample sample = sample_of(k);
     if (k.under_filled) {
       under.push_back(sample);
       continue;
     }
     filled.push_back(sample);
     filled_launches.push_back(&k);
-    const auto key = std::make_tuple(k.q_heads, k.kv_heads, k.local_tokens, k.tiles_per_list, k.chunks_per_list, k.placement);
+    const auto key = std::make_tuple(k.q_heads, k.kv_heads, k.local_tokens, k.tiles_per_list, k.chunks_per_list,
+                                     k.columns_per_list, k.placement);
     case_ids.push_back(cases.emplace(key, static_cast<int64_t>(cases.size())).first->second);
   }
   DirectionFit fit;
   try {
-    const KernelCostCoefficients c = rounded_coefficients(fit_kernel_cost(filled).coefficients);
+    const KernelCostCoefficients c = rounded_coefficients(fit_kernel_cost(filled, terms).coefficients);
     fit.fit = evaluate_kernel_cost(c, filled);
     fit.under = evaluate_kernel_cost(c, under);
-    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed);
+    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed, terms);
   } catch (const InputError& error) {
     throw InputError(str(direction, " of shape ", to_string(shape), " (", filled.size(), " filled launches): ", error.what()));
   }
@@ -74,7 +109,7 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
                               [](const KernelMeasurement& m) { return int64_t{m.q_heads / std::max(m.kv_heads, 1)}; });
   for (KernelMeasurement& k : kernels) {
     if (k.direction == direction && shape_of(k) == shape) {
-      k.predicted_us = predict_kernel_us(fit.fit.coefficients, k.lists, k.tiles, k.column_chunks);
+      k.predicted_us = predict_kernel_us(fit.fit.coefficients, sample_of(k));
     }
   }
   return fit;
@@ -83,6 +118,47 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
 double worse(double a, double b) { return round_significant(std::max(a, b), 3); }
 
 }  // namespace
+
+void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed) {
+  for (size_t row = 0; row < kernels.size(); ++row) {
+    KernelMeasurement& k = kernels[row];
+    if (has_backward_units(k)) continue;
+    // The benchmark writes each case's forward and backward in turn; case n drew its index with
+    // seed bench_seed + n (measure/bench/kernel_bench.cu).
+    const size_t first = row - row % 2;
+    require(first + 1 < kernels.size(), "restore_backward_units: row ", row + 1, " has no forward/backward partner");
+    const KernelMeasurement& a = kernels[first];
+    const KernelMeasurement& b = kernels[first + 1];
+    require(a.direction == "forward" && b.direction == "backward" && a.q_heads == b.q_heads && a.kv_heads == b.kv_heads &&
+                a.local_tokens == b.local_tokens && shape_of(a) == shape_of(b) && a.tiles_per_list == b.tiles_per_list &&
+                a.chunks_per_list == b.chunks_per_list && a.placement == b.placement,
+            "restore_backward_units: rows ", first + 1, " and ", first + 2,
+            " are not the forward and backward of one benchmark case (the benchmark's order)");
+    require(k.kv_heads >= 1 && k.q_heads % k.kv_heads == 0, "restore_backward_units: row ", row + 1, ": ", k.q_heads,
+            " query heads over ", k.kv_heads, " K/V heads");
+    SyntheticIndexSpec spec;
+    spec.rows = k.q_heads;
+    spec.q_len_tokens = k.local_tokens;
+    spec.kv_len_tokens = k.local_tokens;
+    spec.block_q = k.block_q;
+    spec.block_k = k.block_k;
+    spec.tiles_per_list = k.tiles_per_list;
+    spec.chunks_per_list = k.chunks_per_list;
+    spec.columns_per_list = k.columns_per_list;
+    spec.seed = bench_seed + first / 2;
+    spec.banded = k.placement == "banded";
+    const SparseIndex index = make_synthetic_index(spec);
+    require(index.tiles() == k.tiles && index.column_chunks() == k.column_chunks && int64_t{index.rows} * index.q_blocks == k.lists,
+            "restore_backward_units: row ", row + 1, ": the rebuilt index has ", index.tiles(), " tiles and ",
+            index.column_chunks(), " chunks, the record ", k.tiles, " and ", k.column_chunks);
+    const BackwardUnits units = backward_units(index, k.q_heads / k.kv_heads);
+    k.key_lists = units.key_lists;
+    k.column_lists = units.column_lists;
+    k.column_items = units.column_items;
+    k.columns = index.columns();
+    if (k.columns_per_list < 0) k.columns_per_list = k.chunks_per_list * k.block_k;
+  }
+}
 
 bool launch_under_filled(const KernelMeasurement& m, int64_t sm_count) {
   const int64_t slots = 4 * sm_count;  // two waves of two CTAs per SM
@@ -196,6 +272,18 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
     m.max_us = number("max_us");
     m.under_filled = integer("under_filled") != 0;
     if (column.count("placement") == 1) m.placement = cell("placement");  // absent in the first H100 data: random
+    // Absent before the backward's units were recorded; -1 = not recorded.
+    const auto optional_integer = [&](const char* name) -> int64_t {
+      if (column.count(name) == 0 || cell(name) == "-1") return -1;
+      return integer(name);
+    };
+    const int64_t columns_per_list = optional_integer("columns_per_list");
+    require(columns_per_list <= (int64_t{1} << 30), source_name, ":", line_number, ": column columns_per_list is too large");
+    m.columns_per_list = static_cast<int32_t>(columns_per_list);
+    m.key_lists = optional_integer("key_lists");
+    m.column_lists = optional_integer("column_lists");
+    m.column_items = optional_integer("column_items");
+    m.columns = optional_integer("columns");
     result.push_back(m);
   }
   return result;

@@ -67,4 +67,17 @@ CalibratedShape calibrated_shape(const ShapeFit& fit);
 /// Throws InputError naming `source_name`, the line and the column for a missing column or a bad value.
 std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& text, std::string_view source_name);
 
+/// The terms the fit of `launches` (one shape and direction) uses: the backward's units
+/// (KernelTerms::backward_units, with the per-column term when some launch has a partly filled
+/// 64-column item) when every backward launch records them, else the four terms.
+KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction);
+
+/// Fills the backward units (key_lists, column_lists, column_items, columns) of measurements that
+/// lack them (CSVs written before they were recorded) by rebuilding each case's synthetic index
+/// (measure/calibration/synthetic_index.hpp) as the benchmark drew it: the rows in the
+/// benchmark's order, forward then backward per case, case n with seed bench_seed + n (1 + n by
+/// default, `calibrate` has no other). Throws InputError when the rows are not in that order or a
+/// rebuilt index does not have the recorded tiles, chunks and lists.
+void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed = 1);
+
 }  // namespace sparsering

@@ -1,7 +1,7 @@
-// Weighted least squares with Eigen: dividing each row [1, lists, tiles, chunks] and its right-hand
-// side by the measured time turns the squared relative error into an ordinary least-squares
-// problem. Non-negativity by a small active set: at most four coefficients, so pinning the most
-// negative one and refitting converges in at most four rounds.
+// Weighted least squares with Eigen: dividing each row [1, lists, tiles, chunks, ...] and its
+// right-hand side by the measured time turns the squared relative error into an ordinary
+// least-squares problem. Non-negativity by a small active set: at most eight coefficients, so
+// pinning the most negative one and refitting converges in at most eight rounds.
 #include "measure/calibration/kernel_fit.hpp"
 
 #include <Eigen/Dense>
@@ -16,10 +16,30 @@
 namespace sparsering {
 namespace {
 
-constexpr int kTerms = 4;  // launch, list, tile, chunk
+constexpr int kTerms = 8;  // launch, list, tile, chunk, key list, column list, column item, column
 
 std::array<double, kTerms> features(const KernelSample& s) {
-  return {1.0, static_cast<double>(s.lists), static_cast<double>(s.tiles), static_cast<double>(s.column_chunks)};
+  return {1.0,
+          static_cast<double>(s.lists),
+          static_cast<double>(s.tiles),
+          static_cast<double>(s.column_chunks),
+          static_cast<double>(s.key_lists),
+          static_cast<double>(s.column_lists),
+          static_cast<double>(s.column_items),
+          static_cast<double>(s.columns)};
+}
+
+KernelCostCoefficients coefficients_of(const std::array<double, kTerms>& beta) {
+  KernelCostCoefficients c;
+  c.launch_us = std::max(beta[0], 0.0);
+  c.per_list_us = std::max(beta[1], 0.0);
+  c.per_tile_us = std::max(beta[2], 0.0);
+  c.per_vertical_chunk_us = std::max(beta[3], 0.0);
+  c.per_key_list_us = std::max(beta[4], 0.0);
+  c.per_column_list_us = std::max(beta[5], 0.0);
+  c.per_column_item_us = std::max(beta[6], 0.0);
+  c.per_column_us = std::max(beta[7], 0.0);
+  return c;
 }
 
 void check_samples(std::span<const KernelSample> samples) {
@@ -27,8 +47,11 @@ void check_samples(std::span<const KernelSample> samples) {
     const KernelSample& s = samples[k];
     require(std::isfinite(s.time_us) && s.time_us > 0.0, "kernel sample ", k, ": time_us must be finite and > 0, got ",
             s.time_us);
-    require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0, "kernel sample ", k, ": negative counts (", s.lists,
-            " lists, ", s.tiles, " tiles, ", s.column_chunks, " chunks)");
+    require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0 && s.key_lists >= 0 && s.column_lists >= 0 &&
+                s.column_items >= 0 && s.columns >= 0,
+            "kernel sample ", k, ": negative counts (", s.lists, " lists, ", s.tiles, " tiles, ", s.column_chunks,
+            " chunks, ", s.key_lists, " key lists, ", s.column_lists, " column lists, ", s.column_items,
+            " column items, ", s.columns, " columns)");
   }
 }
 
@@ -37,6 +60,12 @@ void check_samples(std::span<const KernelSample> samples) {
 double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t tiles, int64_t column_chunks) {
   return c.launch_us + c.per_list_us * static_cast<double>(lists) + c.per_tile_us * static_cast<double>(tiles) +
          c.per_vertical_chunk_us * static_cast<double>(column_chunks);
+}
+
+double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s) {
+  return predict_kernel_us(c, s.lists, s.tiles, s.column_chunks) + c.per_key_list_us * static_cast<double>(s.key_lists) +
+         c.per_column_list_us * static_cast<double>(s.column_lists) +
+         c.per_column_item_us * static_cast<double>(s.column_items) + c.per_column_us * static_cast<double>(s.columns);
 }
 
 std::pair<double, double> median_and_max_magnitude(std::span<const double> values) {
@@ -61,7 +90,7 @@ KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const 
   double ss_res = 0.0;
   double ss_tot = 0.0;
   for (const KernelSample& s : samples) {
-    const double predicted = predict_kernel_us(c, s.lists, s.tiles, s.column_chunks);
+    const double predicted = predict_kernel_us(c, s);
     fit.relative_errors.push_back((predicted - s.time_us) / s.time_us);
     ss_res += (predicted - s.time_us) * (predicted - s.time_us);
     ss_tot += (s.time_us - mean) * (s.time_us - mean);
@@ -71,14 +100,19 @@ KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const 
   return fit;
 }
 
-KernelFit fit_kernel_cost(std::span<const KernelSample> samples) {
+KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTerms& terms) {
   require(samples.size() >= 3, "the kernel cost fit needs at least 3 samples, got ", samples.size());
   check_samples(samples);
-  std::array<bool, kTerms> free{true, false, false, false};
+  require(terms.tile, "the kernel cost fit needs its per-tile term");
+  std::array<bool, kTerms> free{true, false, false, false, false, false, false, false};
   for (const KernelSample& s : samples) {
-    free[1] = free[1] || s.lists > 0;
+    free[1] = free[1] || (terms.list && s.lists > 0);
     free[2] = free[2] || s.tiles > 0;
-    free[3] = free[3] || s.column_chunks > 0;
+    free[3] = free[3] || (terms.chunk && s.column_chunks > 0);
+    free[4] = free[4] || (terms.key_list && s.key_lists > 0);
+    free[5] = free[5] || (terms.column_list && s.column_lists > 0);
+    free[6] = free[6] || (terms.column_item && s.column_items > 0);
+    free[7] = free[7] || (terms.column && s.columns > 0);
   }
   require(free[2], "the kernel cost fit needs at least one sample with a tile");
 
@@ -109,15 +143,22 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples) {
     free[static_cast<size_t>(most_negative)] = false;
     beta[static_cast<size_t>(most_negative)] = 0.0;
   }
-  const KernelCostCoefficients c{std::max(beta[0], 0.0), std::max(beta[1], 0.0), std::max(beta[2], 0.0),
-                                 std::max(beta[3], 0.0)};
+  const KernelCostCoefficients c = coefficients_of(beta);
   require(c.per_tile_us > 0.0, "the kernel cost fit found no positive cost per tile (the tile counts do not explain the times)");
   return evaluate_kernel_cost(c, samples);
 }
 
 KernelCostCoefficients rounded_coefficients(const KernelCostCoefficients& c) {
-  return {round_significant(c.launch_us, 4), round_significant(c.per_list_us, 4), round_significant(c.per_tile_us, 4),
-          round_significant(c.per_vertical_chunk_us, 4)};
+  KernelCostCoefficients r;
+  r.launch_us = round_significant(c.launch_us, 4);
+  r.per_list_us = round_significant(c.per_list_us, 4);
+  r.per_tile_us = round_significant(c.per_tile_us, 4);
+  r.per_vertical_chunk_us = round_significant(c.per_vertical_chunk_us, 4);
+  r.per_key_list_us = round_significant(c.per_key_list_us, 4);
+  r.per_column_list_us = round_significant(c.per_column_list_us, 4);
+  r.per_column_item_us = round_significant(c.per_column_item_us, 4);
+  r.per_column_us = round_significant(c.per_column_us, 4);
+  return r;
 }
 
 }  // namespace sparsering

@@ -1,7 +1,11 @@
 // Least-squares fit of the kernel cost model of sim/cost/kernel_cost.hpp to measured launches:
-//   time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks
-// (lists, tiles and chunks summed over every head of the launch; lists = non-empty (head, query
-// block) lists: the per-CTA prologue and output merge, docs/calibration.md), with the residual
+//   forward:  time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks
+//   backward: time_us = launch_us + per_key_list_us x key_lists + per_tile_us x tiles
+//                       + per_column_list_us x column_lists + per_column_item_us x column_items
+//                       (+ per_column_us x columns when the launches separate it from the items)
+// (counts summed over every head of the launch; lists = non-empty (head, query block) lists: the
+// forward's CTAs; the backward's units are those its two passes schedule, sim/work/work_counts.hpp,
+// docs/calibration.md), with the residual
 // report that `sparsering calibrate` prints and docs/calibration.md quotes. The fit minimises the
 // squared relative error (each launch counts the same whether it takes 20 us or 20 ms) and keeps
 // every coefficient >= 0. Tested in tests/measure/calibration/kernel_fit_test.cpp.
@@ -21,6 +25,30 @@ struct KernelSample {
   int64_t column_chunks = 0;  ///< gathered vertical chunks of the launch, all heads
   double time_us = 0.0;       ///< measured time (median of repeats), > 0
   int64_t lists = 0;          ///< non-empty (head, query block) lists of the launch
+  int64_t key_lists = 0;      ///< non-empty (K/V head, key block) segments (backward key-block pass)
+  int64_t column_lists = 0;   ///< lists with a column (backward column pass CTAs per 64 queries)
+  int64_t column_items = 0;   ///< sum over lists of ceil(columns / 64) (backward column pass items)
+  int64_t columns = 0;        ///< gathered columns, all lists
+};
+
+/// Which terms a fit may use (the launch term always).
+struct KernelTerms {
+  bool list = true;
+  bool tile = true;
+  bool chunk = true;
+  bool key_list = false;
+  bool column_list = false;
+  bool column_item = false;
+  bool column = false;
+
+  /// The forward's (and the earlier backward's) four terms.
+  static KernelTerms four_terms() { return {}; }
+  /// The backward's units (kernels/cuda/sparse_attn_bwd.cu); `columns` adds the per-column term,
+  /// which only launches with partly filled 64-column items separate from the items.
+  static KernelTerms backward_units(bool columns) {
+    return {.list = false, .tile = true, .chunk = false, .key_list = true, .column_list = true, .column_item = true,
+            .column = columns};
+  }
 };
 
 /// The fitted coefficients and how well they reproduce the samples.
@@ -37,11 +65,14 @@ struct KernelFit {
 /// not rounded).
 double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t tiles, int64_t column_chunks);
 
+/// Time the model predicts for `s` with every term of `c` (microseconds, not rounded).
+double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s);
+
 /// Fits the four coefficients to `samples`. A term whose count is zero in every sample gets 0; a
 /// coefficient that would come out negative is pinned at 0 and the others refitted. Throws
 /// InputError with fewer than 3 samples, a non-positive or non-finite time, negative counts, or
 /// no sample with a tile (per_tile_us must be > 0 for a GPU config).
-KernelFit fit_kernel_cost(std::span<const KernelSample> samples);
+KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTerms& terms = KernelTerms::four_terms());
 
 /// Residuals of `c` on `samples` (for the samples kept out of a fit), same fields as the fit.
 KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const KernelSample> samples);

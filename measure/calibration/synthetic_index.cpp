@@ -25,6 +25,11 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
   require(spec.tiles_per_list <= key_blocks && (spec.chunks_per_list == 0 || spec.tiles_per_list + spec.chunks_per_list <= full_blocks),
           "synthetic index: ", spec.tiles_per_list, " tiles + ", spec.chunks_per_list, " chunks per list do not fit ",
           full_blocks, " full key blocks of ", spec.block_k, " tokens");
+  require(spec.columns_per_list < 0 ||
+              int64_t{spec.chunks_per_list} == (int64_t{spec.columns_per_list} + spec.block_k - 1) / spec.block_k,
+          "synthetic index: ", spec.columns_per_list, " columns per list make ",
+          (int64_t{spec.columns_per_list} + spec.block_k - 1) / spec.block_k, " chunks of ", spec.block_k,
+          ", not the ", spec.chunks_per_list, " given");
   const int64_t q_blocks = (spec.q_len_tokens + spec.block_q - 1) / spec.block_q;
   const int64_t lists = int64_t{spec.rows} * q_blocks;
   require(lists * (spec.tiles_per_list + int64_t{spec.chunks_per_list} * spec.block_k) < (int64_t{1} << 31),
@@ -39,7 +44,9 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
   index.q_blocks = static_cast<int32_t>(q_blocks);
   const auto list_count = static_cast<size_t>(lists);
   const auto tiles_per_list = static_cast<size_t>(spec.tiles_per_list);
-  const size_t columns_per_list = static_cast<size_t>(spec.chunks_per_list) * static_cast<size_t>(spec.block_k);
+  const size_t columns_per_list = spec.columns_per_list >= 0
+                                      ? static_cast<size_t>(spec.columns_per_list)
+                                      : static_cast<size_t>(spec.chunks_per_list) * static_cast<size_t>(spec.block_k);
   index.tile_offsets.resize(list_count + 1);
   index.column_offsets.resize(list_count + 1);
   index.tile_block.reserve(list_count * tiles_per_list);

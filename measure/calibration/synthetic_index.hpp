@@ -1,5 +1,5 @@
 // Synthetic sparse indices for the kernel cost benchmarks: every (row, query block) list holds
-// exactly `tiles_per_list` key tiles and `chunks_per_list` x block_k vertical columns, drawn at
+// exactly `tiles_per_list` key tiles and `chunks_per_list` x block_k (or `columns_per_list`) vertical columns, drawn at
 // random (seeded) from a K/V chunk that lies wholly before the queries (an off-diagonal ring step:
 // no pair fails causality, so no tile is masked). Controlled counts let the fit separate the cost
 // of a tile from the cost of a gathered chunk. Two placements: uniformly random per list (no reuse
@@ -26,6 +26,9 @@ struct SyntheticIndexSpec {
   int32_t chunks_per_list = 0;   ///< each column list holds chunks_per_list x block_k columns
   uint64_t seed = 0;
   bool banded = false;           ///< banded placement (see above) instead of random per list
+  /// Columns per list when >= 0, instead of chunks_per_list x block_k (chunks_per_list must then
+  /// be ceil(columns / block_k)): lists whose last gathered chunk or 64-column item is partly filled
+  int32_t columns_per_list = -1;
 };
 
 /// Draws the index. Tile blocks are distinct and ascending; columns are distinct, ascending and

@@ -27,6 +27,10 @@ KernelCostCoefficients read_coefficients(yaml::MapReader map) {
   c.per_list_us = map.required_number("per_list_us", NumberBounds::non_negative());
   c.per_tile_us = map.required_number("per_tile_us", NumberBounds::positive());
   c.per_vertical_chunk_us = map.required_number("per_vertical_chunk_us", NumberBounds::non_negative());
+  c.per_key_list_us = map.optional_number("per_key_list_us", 0.0, NumberBounds::non_negative());
+  c.per_column_list_us = map.optional_number("per_column_list_us", 0.0, NumberBounds::non_negative());
+  c.per_column_item_us = map.optional_number("per_column_item_us", 0.0, NumberBounds::non_negative());
+  c.per_column_us = map.optional_number("per_column_us", 0.0, NumberBounds::non_negative());
   map.finish();
   return c;
 }
@@ -181,6 +185,11 @@ void emit_coefficients(YAML::Emitter& out, const char* key, const KernelCostCoef
   emit_number(out, "per_list_us", c.per_list_us);
   emit_number(out, "per_tile_us", c.per_tile_us);
   emit_number(out, "per_vertical_chunk_us", c.per_vertical_chunk_us);
+  // The backward's own units: written only when fitted, so configs without them read the same.
+  if (c.per_key_list_us > 0.0) emit_number(out, "per_key_list_us", c.per_key_list_us);
+  if (c.per_column_list_us > 0.0) emit_number(out, "per_column_list_us", c.per_column_list_us);
+  if (c.per_column_item_us > 0.0) emit_number(out, "per_column_item_us", c.per_column_item_us);
+  if (c.per_column_us > 0.0) emit_number(out, "per_column_us", c.per_column_us);
   out << YAML::EndMap;
 }
 

@@ -18,12 +18,19 @@ namespace sparsering {
 
 /// Fitted cost of one sparse-attention kernel launch in one direction (forward or backward), all
 /// heads of the launch: time_us = launch_us + per_list_us x lists + per_tile_us x tiles +
-/// per_vertical_chunk_us x column chunks (lists: non-empty (head, query block) lists).
+/// per_vertical_chunk_us x column chunks (lists: non-empty (head, query block) lists), plus the
+/// backward's own units (optional keys, 0 when absent; sim/work/work_counts.hpp):
+/// per_key_list_us x key lists + per_column_list_us x column lists + per_column_item_us x column
+/// items + per_column_us x columns.
 struct KernelCostCoefficients {
   double launch_us = 0.0;              ///< fixed cost per launch (launch, prologue, epilogue)
   double per_list_us = 0.0;            ///< per non-empty (head, query block) list (load Q, merge the output)
   double per_tile_us = 0.0;            ///< per block_q x block_k key tile (slash/diagonal part)
   double per_vertical_chunk_us = 0.0;  ///< per block_k gathered vertical columns of one query block
+  double per_key_list_us = 0.0;        ///< per non-empty (K/V head, key block) segment (key-block pass)
+  double per_column_list_us = 0.0;     ///< per (head, query block) list with a column (column pass)
+  double per_column_item_us = 0.0;     ///< per 64 gathered columns of one list (column pass)
+  double per_column_us = 0.0;          ///< per gathered column (column pass: its dK/dV atomics)
 };
 
 /// The tile shape the kernels run: query block, key tile (tokens) and head dimension.

@@ -26,9 +26,24 @@ const CalibratedShape& nearest_shape(const GpuCalibration& cal, const KernelShap
   return *best;
 }
 
-KernelCoefficients scaled(const KernelCostCoefficients& from, double tile_scale, double list_scale) {
-  return KernelCoefficients{from.launch_us, from.per_list_us * list_scale, from.per_tile_us * tile_scale,
-                            from.per_vertical_chunk_us * tile_scale, 0.0};
+/// Scaling of a calibrated shape's costs to another shape (make_attention_cost_model).
+struct ShapeScaling {
+  double tile = 1.0;      ///< block_q x block_k x head_dim
+  double list = 1.0;      ///< block_q x head_dim: a query block loaded, an output merged
+  double key_list = 1.0;  ///< block_k x head_dim: a key block loaded, its dK/dV written
+  double item = 1.0;      ///< head_dim: a column item is a 64 x 64 step at any block shape
+};
+
+KernelCoefficients scaled(const KernelCostCoefficients& from, const ShapeScaling& s) {
+  return KernelCoefficients{.launch_us = from.launch_us,
+                            .per_list_us = from.per_list_us * s.list,
+                            .per_tile_us = from.per_tile_us * s.tile,
+                            .per_vertical_chunk_us = from.per_vertical_chunk_us * s.tile,
+                            .per_head_us = 0.0,
+                            .per_key_list_us = from.per_key_list_us * s.key_list,
+                            .per_column_list_us = from.per_column_list_us * s.list,
+                            .per_column_item_us = from.per_column_item_us * s.item,
+                            .per_column_us = from.per_column_us * s.item};
 }
 
 double product(const KernelShape& s) {
@@ -51,14 +66,24 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
     const double tile_scale = product(wanted) / product(used.shape);
     const double list_scale = static_cast<double>(block_q * head_dim) /
                               static_cast<double>(used.shape.block_q * used.shape.head_dim);
-    model.forward = scaled(used.forward, tile_scale, list_scale);
-    model.backward = scaled(used.backward, tile_scale, list_scale);
+    const ShapeScaling scaling{.tile = tile_scale,
+                               .list = list_scale,
+                               .key_list = static_cast<double>(block_k * head_dim) /
+                                           static_cast<double>(used.shape.block_k * used.shape.head_dim),
+                               .item = static_cast<double>(head_dim) / static_cast<double>(used.shape.head_dim)};
+    model.forward = scaled(used.forward, scaling);
+    model.backward = scaled(used.backward, scaling);
     model.calibrated = true;
     model.calibration.calibrated_shape = used.shape;
     model.calibration.extrapolated = !(used.shape == wanted);
     if (model.calibration.extrapolated) {
       model.calibration.scaling = str("scaled: per-tile and per-chunk costs x", tile_scale, " (tile FLOPs), per-list x",
                                       list_scale, " (query block x head dim), launch cost unchanged");
+      const KernelCostCoefficients& b = used.backward;
+      if (b.per_key_list_us > 0.0 || b.per_column_list_us > 0.0 || b.per_column_item_us > 0.0 || b.per_column_us > 0.0) {
+        model.calibration.scaling += str("; backward per key list x", scaling.key_list, " (key block x head dim), per column list x",
+                                         scaling.list, ", per column item and column x", scaling.item, " (head dim)");
+      }
     }
     model.source = cal.published() ? str("published figures (", gpu.name, ")")
                                    : str("calibration (", gpu.name, cal.provenance.date.empty() ? "" : ", ",
@@ -92,7 +117,11 @@ SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_
   return ns_from_us(c.launch_us + c.per_list_us * static_cast<double>(work.lists) +
                     c.per_tile_us * static_cast<double>(work.tiles) +
                     c.per_vertical_chunk_us * static_cast<double>(work.column_chunks) +
-                    c.per_head_us * static_cast<double>(heads));
+                    c.per_head_us * static_cast<double>(heads) +
+                    c.per_key_list_us * static_cast<double>(work.key_lists) +
+                    c.per_column_list_us * static_cast<double>(work.column_lists) +
+                    c.per_column_item_us * static_cast<double>(work.column_items) +
+                    c.per_column_us * static_cast<double>(work.columns));
 }
 
 GemmCostModel make_gemm_cost_model(const GpuConfig& gpu, const RooflineAssumptions& assumptions) {

@@ -1,7 +1,11 @@
 // Kernel cost model: the time of one sparse-attention kernel launch (one rank, one ring step, all
 // heads of the launch), forward and backward:
-//   time = launch + per_list x lists + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads,
-// (lists: non-empty (head, query block) lists, sim/work/work_counts.hpp) with the coefficients of
+//   time = launch + per_list x lists + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads
+//          + per_key_list x key lists + per_column_list x column lists + per_column_item x column items
+//          + per_column x columns,
+// (lists: non-empty (head, query block) lists; key lists, column lists and items: the backward's
+// units, sim/work/work_counts.hpp; a calibration lists the terms of each direction's kernel, the
+// others cost 0) with the coefficients of
 // the GPU config's `calibration:` section (fitted on real GPUs) when present, else a roofline
 // estimate that every output marks "uncalibrated". A launch with no tile and no chunk is skipped
 // (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
@@ -27,6 +31,10 @@ struct KernelCoefficients {
   double per_tile_us = 0.0;
   double per_vertical_chunk_us = 0.0;
   double per_head_us = 0.0;
+  double per_key_list_us = 0.0;     ///< per non-empty (K/V head, key block) segment (backward key-block pass)
+  double per_column_list_us = 0.0;  ///< per list with a column (backward column pass CTAs)
+  double per_column_item_us = 0.0;  ///< per 64 gathered columns of a list (backward column pass items)
+  double per_column_us = 0.0;       ///< per gathered column (backward column pass: dK/dV atomics)
 };
 
 /// Assumptions of the roofline fallback (documented in docs/simulator.md).
@@ -59,7 +67,8 @@ struct AttentionCostModel {
 /// first, then the smallest |log2| distance of the three sizes, then the first listed) and scales
 /// its per-tile and per-chunk costs by the ratio of tile FLOPs (block_q x block_k x head_dim), its
 /// per-list cost by the ratio of query block x head dim (the Q block loaded and the output merged
-/// per list), and keeps its launch cost. A measured calibration from another kernel build than
+/// per list; also the per-column-list cost), its per-key-list cost by key block x head dim, its
+/// per-column-item and per-column costs by head dim, and keeps its launch cost. A measured calibration from another kernel build than
 /// this one (core/kernel_build.hpp) is marked stale, a published one says so (calibration_notes).
 /// Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs forward (Q K^T and P V) at
 /// peak x attention_efficiency; backward_flop_ratio times that backward; a chunk costs

@@ -7,7 +7,10 @@ nlohmann::json work_json(const WorkCounts& w) {
           {"masked_tiles", w.masked_tiles},
           {"columns", w.columns},
           {"column_chunks", w.column_chunks},
-          {"lists", w.lists}};
+          {"lists", w.lists},
+          {"key_lists", w.key_lists},
+          {"column_lists", w.column_lists},
+          {"column_items", w.column_items}};
 }
 
 namespace {

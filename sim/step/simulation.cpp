@@ -332,8 +332,13 @@ void StepSimulation::count_work() {
     settings.recall = plan.sparse.recall;
     settings.max_verticals = plan.sparse.max_verticals;
     settings.max_slashes = plan.sparse.max_slashes;
-    pattern_key = pattern_cache_key(options.trace_key, options.trace_sample, settings);
-    patterns = context_.patterns(pattern_key, [&] { return select_patterns(*trace, options.trace_sample, settings); });
+    const int64_t kv_group = model.q_heads / model.kv_heads;
+    pattern_key = pattern_cache_key(options.trace_key, options.trace_sample, settings, kv_group);
+    patterns = context_.patterns(pattern_key, [&] {
+      PatternSet set = select_patterns(*trace, options.trace_sample, settings);
+      set.kv_group = kv_group;
+      return set;
+    });
     require(patterns->layers == model.layers, "the trace has ", patterns->layers, " layers, model '", model.name,
             "' has ", model.layers);
     require(patterns->heads == model.q_heads, "the trace has ", patterns->heads, " heads per layer, model '", model.name,
@@ -348,8 +353,12 @@ void StepSimulation::count_work() {
     result.notes.push_back(str("patterns: trace sample ", options.trace_sample, ", recall ", settings.recall,
                                ", caps ", settings.max_verticals, " verticals / ", settings.max_slashes, " slashes"));
   } else {
-    pattern_key = str("dense|layers=", model.layers, "|heads=", model.q_heads, "|N=", n);
-    patterns = context_.patterns(pattern_key, [&] { return dense_patterns(model.layers, model.q_heads, n); });
+    pattern_key = str("dense|layers=", model.layers, "|heads=", model.q_heads, "|kv_heads=", model.kv_heads, "|N=", n);
+    patterns = context_.patterns(pattern_key, [&] {
+      PatternSet set = dense_patterns(model.layers, model.q_heads, n);
+      set.kv_group = model.q_heads / model.kv_heads;
+      return set;
+    });
     result.notes.push_back("dense attention: every causal pair, same kernel cost model as the sparse kernel");
   }
   pattern_key_ = pattern_key;
@@ -800,10 +809,11 @@ PlanPrediction SimulationResult::prediction(const std::string& version) const {
   return p;
 }
 
-std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings) {
+std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings,
+                              int64_t kv_group) {
   if (trace_key.empty()) return {};
   return str("trace=", trace_key, "|sample=", sample, "|recall=", settings.recall, "|maxv=", settings.max_verticals,
-             "|maxs=", settings.max_slashes);
+             "|maxs=", settings.max_slashes, "|kv_group=", kv_group);
 }
 
 SimulationResult simulate(SimulationContext& context, const PlanConfig& plan, const ModelConfig& model,

@@ -133,7 +133,9 @@ struct SimulationResult {
 /// The key under which simulate() caches the kept patterns of sample `sample` of the trace
 /// identified by `trace_key` at `settings` (SimulationContext::patterns); empty without a trace key.
 /// A caller that selected the same patterns may place them in the context under this key first.
-std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings);
+/// `kv_group` (query heads per K/V head, PatternSet::kv_group) is part of the key.
+std::string pattern_cache_key(const std::string& trace_key, int64_t sample, const RecallSettings& settings,
+                              int64_t kv_group = 1);
 
 /// Simulates one training step of `plan`. `trace` is required when the plan is sparse and must
 /// match the model (layers, query heads) and the plan's sequence length; it is ignored when dense.

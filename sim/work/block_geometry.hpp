@@ -81,6 +81,9 @@ struct BlockGeometry {
   int64_t block_k = 64;
   int64_t q_blocks = 0;       ///< ceil(local_len / block_q)
   int64_t k_blocks = 0;       ///< ceil(local_len / block_k)
+  /// Columns per gathered item of the backward's column pass (WorkCounts::column_items): the
+  /// kernels' 64-row tile. A parameter so tests can exercise it on small blocks.
+  int64_t column_item = 64;
   int64_t period_shift = 0;   ///< global shift between consecutive members of a class
   std::vector<LayoutSegment> segments;
   std::vector<BlockClass> q_classes;

@@ -1,6 +1,7 @@
 #include "sim/work/work_counter.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "common/error.hpp"
 
@@ -38,6 +39,12 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
     block_k_shift_ = 0;
     while ((int64_t{1} << block_k_shift_) < geometry.block_k) ++block_k_shift_;
   }
+  if (geometry.column_item >= 1 && (geometry.column_item & (geometry.column_item - 1)) == 0) {
+    item_shift_ = 0;
+    while ((int64_t{1} << item_shift_) < geometry.column_item) ++item_shift_;
+  }
+  require(geometry.column_item >= 1, "column item must be >= 1 column, got ", geometry.column_item);
+  key_words_ = static_cast<size_t>((geometry.k_blocks + 63) / 64);
   segment_start_.resize(static_cast<size_t>(geometry.layout.ranks()) * geometry.segments.size());
   for (int32_t r = 0; r < geometry.layout.ranks(); ++r) {
     for (size_t s = 0; s < geometry.segments.size(); ++s) {
@@ -376,7 +383,9 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
   // column are those from the first group's block on; a block with visible columns is fully covered
   // only if it is covered for the first group, so only those candidates are checked.
   if (strided_classes_ || !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty()) return false;
-  if (total_visible_[static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)] > geo_.block_k) return false;
+  if (total_visible_[static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)] > std::min(geo_.block_k, geo_.column_item)) {
+    return false;
+  }
   const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
   const size_t k_class_count = geo_.k_classes.size();
   const KeyBlockColumns& first_block = blocks.front();
@@ -427,6 +436,8 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
   }
   counts.columns += columns;
   counts.column_chunks += chunks;
+  counts.column_lists += chunks;  // at most one chunk (and one item) per block
+  counts.column_items += chunks;
   return true;
 }
 
@@ -490,18 +501,25 @@ void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& coun
   const auto from = static_cast<size_t>(visible_first_[key]);
   const int64_t round_up = geo_.block_k - 1;
   int64_t minus_covered = 0;  // running sum of diff: minus the columns covered
+  const int64_t item_round_up = geo_.column_item - 1;
   int64_t columns_total = 0;
   int64_t chunks_total = 0;
+  int64_t lists_total = 0;
+  int64_t items_total = 0;
   for (size_t i = from; i < q_blocks; ++i) {
     minus_covered += diff[i];
     diff[i] = 0;
     const int64_t columns = visible[i] + minus_covered;
     columns_total += columns;
     chunks_total += (columns + round_up) >> block_k_shift_;
+    lists_total += columns > 0 ? 1 : 0;
+    items_total += (columns + item_round_up) >> item_shift_;
   }
   diff[q_blocks] = 0;
   counts.columns += columns_total;
   counts.column_chunks += chunks_total;
+  counts.column_lists += lists_total;
+  counts.column_items += items_total;
 }
 
 void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts) {
@@ -512,7 +530,7 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
   if (blocks.empty() || blocks.front().begin[c] == blocks.front().end[c]) return;
   if (count_columns_sparse(c, kv_rank, counts)) return;
   const bool any_direct = !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty();
-  if (!strided_classes_ && !any_direct && block_k_shift_ >= 0) {
+  if (!strided_classes_ && !any_direct && block_k_shift_ >= 0 && item_shift_ >= 0) {
     count_columns_regular(c, kv_rank, counts);
     return;
   }
@@ -537,9 +555,14 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
   if (!strided_classes_) cover_flat(c, kv_rank, block_diff_.data());
   int64_t columns_total = 0;
   int64_t chunks_total = 0;
+  int64_t lists_total = 0;
+  int64_t items_total = 0;
   const auto add_block = [&](int64_t columns) {
+    if (columns <= 0) return;
     columns_total += columns;
-    chunks_total += columns <= 0 ? 0 : (columns <= block_k ? 1 : ceil_div(columns, block_k));
+    chunks_total += columns <= block_k ? 1 : ceil_div(columns, block_k);
+    lists_total += 1;
+    items_total += ceil_div(columns, geo_.column_item);
   };
   for (size_t k = 1; k < block_diff_.size(); ++k) block_diff_[k] += block_diff_[k - 1];
   if (any_direct) {
@@ -561,6 +584,8 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
   for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
   counts.columns += columns_total;
   counts.column_chunks += chunks_total;
+  counts.column_lists += lists_total;
+  counts.column_items += items_total;
 }
 
 WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
@@ -577,6 +602,7 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
   }
   const int c = visibility_case(q_rank, kv_rank);
   const int64_t first_with_columns = visible_first_[static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)];
+  irregular_key_hits_.clear();
   for (const int64_t i : geo_.irregular_q_blocks) {
     bool listed = false;
     for (int64_t j = 0; j < geo_.k_blocks; ++j) {
@@ -584,6 +610,7 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
       counts.tiles += present ? 1 : 0;
       counts.masked_tiles += masked ? 1 : 0;
       listed = listed || present;
+      if (present) irregular_key_hits_.push_back(j);
     }
     counts.lists += listed && i < first_with_columns ? 1 : 0;  // later blocks are counted with the columns
   }
@@ -593,16 +620,83 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
       const auto [present, masked] = tile_direct(q_rank, i, kv_rank, j);
       counts.tiles += present ? 1 : 0;
       counts.masked_tiles += masked ? 1 : 0;
+      if (present) irregular_key_hits_.push_back(j);
     }
   }
   count_columns(q_rank, kv_rank, counts);
   counts.lists += count_lists(q_rank, kv_rank, first_with_columns);
+  mark_key_blocks(q_rank, kv_rank);
   return counts;
 }
 
+void WorkCounter::set_key_bits(uint64_t* bits, int64_t lo, int64_t hi) {
+  // Bits [lo, hi] of the bitset.
+  auto word = static_cast<size_t>(lo >> 6);
+  const auto last = static_cast<size_t>(hi >> 6);
+  const uint64_t first_mask = ~uint64_t{0} << (lo & 63);
+  const uint64_t last_mask = ~uint64_t{0} >> (63 - (hi & 63));
+  if (word == last) {
+    bits[word] |= first_mask & last_mask;
+    return;
+  }
+  bits[word++] |= first_mask;
+  for (; word < last; ++word) bits[word] = ~uint64_t{0};
+  bits[last] |= last_mask;
+}
+
+void WorkCounter::mark_key_blocks(int32_t q_rank, int32_t kv_rank) {
+  // Key member b of class B has a tile iff a - b is a present offset for some member a of some
+  // query class A: the present offsets [lo, hi] of (A, B) give b in [-hi, members(A) - 1 - lo]
+  // (a sum of two integer intervals is an interval). Irregular blocks were checked tile by tile.
+  const auto ranks = static_cast<size_t>(geo_.layout.ranks());
+  uint64_t* bits = key_bits_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * key_words_;
+  for (size_t p = 0; p < geo_.pairs.size(); ++p) {
+    const ClassPair& pair = geo_.pairs[p];
+    const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
+    const BlockClass& kc = geo_.k_classes[static_cast<size_t>(pair.k_class)];
+    for (const Interval& run : pair_presence_[p]->mu.runs()) {
+      const int64_t lo = std::max<int64_t>(0, -run.hi);
+      const int64_t hi = std::min(kc.members - 1, count_a - 1 - run.lo);
+      if (lo > hi) continue;
+      if (kc.block_stride == 1) {
+        set_key_bits(bits, kc.first_block + lo, kc.first_block + hi);
+      } else {
+        for (int64_t b = lo; b <= hi; ++b) set_key_bits(bits, kc.first_block + b * kc.block_stride, kc.first_block + b * kc.block_stride);
+      }
+    }
+  }
+  for (const int64_t j : irregular_key_hits_) set_key_bits(bits, j, j);
+}
+
+void WorkCounter::begin_key_group() {
+  const auto ranks = static_cast<size_t>(geo_.layout.ranks());
+  key_bits_.assign(ranks * ranks * key_words_, 0);
+}
+
+void WorkCounter::end_key_group(WorkMatrix& out) {
+  const int32_t ranks = geo_.layout.ranks();
+  const uint64_t* bits = key_bits_.data();
+  for (int32_t q = 0; q < ranks; ++q) {
+    for (int32_t kv = 0; kv < ranks; ++kv) {
+      int64_t set = 0;
+      for (size_t w = 0; w < key_words_; ++w) set += std::popcount(bits[w]);
+      bits += key_words_;
+      out.at(q, kv).key_lists += set;
+    }
+  }
+}
+
 void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
+  begin_key_group();
+  accumulate_group_head(pattern, out);
+  end_key_group(out);
+}
+
+void WorkCounter::accumulate_group_head(const KeptPattern& pattern, WorkMatrix& out) {
   const int32_t ranks = geo_.layout.ranks();
   require(out.ranks() == ranks, "work matrix has ", out.ranks(), " ranks, the geometry ", ranks);
+  require(key_bits_.size() == static_cast<size_t>(ranks) * static_cast<size_t>(ranks) * key_words_,
+          "accumulate_group_head outside begin_key_group / end_key_group");
   prepare(pattern);
   for (int32_t q = 0; q < ranks; ++q) {
     for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
@@ -615,9 +709,11 @@ void WorkCounter::count_dense_head(WorkMatrix& out) {
   RunSet all;
   all.append(0, geo_.layout.seq_len_tokens() - 1);
   prepare_runs(std::move(all), {});
+  begin_key_group();
   for (int32_t q = 0; q < ranks; ++q) {
     for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
   }
+  end_key_group(out);
 }
 
 void WorkCounter::count_head(const KeptPattern& pattern, WorkMatrix& out) {

@@ -49,8 +49,16 @@ class WorkCounter {
   /// rank q on the K/V chunk of ring rank kv. Throws InputError for out-of-range pattern values.
   void count_head(const KeptPattern& pattern, WorkMatrix& out);
 
-  /// Adds one head's work to `out` (which must already be W x W).
+  /// Adds one head's work to `out` (which must already be W x W); the head is its own GQA group
+  /// for WorkCounts::key_lists.
   void accumulate_head(const KeptPattern& pattern, WorkMatrix& out);
+
+  /// The heads of one GQA group (the query heads sharing one K/V head): begin_key_group, then
+  /// accumulate_group_head for each head, then end_key_group, which adds the (KV head, key block)
+  /// pairs any of them lists (WorkCounts::key_lists, a union over the heads) to `out`.
+  void begin_key_group();
+  void accumulate_group_head(const KeptPattern& pattern, WorkMatrix& out);
+  void end_key_group(WorkMatrix& out);
 
   /// Work of a dense head (every causal pair: all slash offsets [0, seq_len), no verticals) into
   /// `out`, resized to W x W. Memory O(W^2 + query blocks), not O(tokens).
@@ -117,6 +125,9 @@ class WorkCounter {
   /// Tile (q block i of rank q, k block j of rank kv) by direct interval checks: {present, masked}.
   std::pair<bool, bool> tile_direct(int32_t q_rank, int64_t i, int32_t kv_rank, int64_t j);
   WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
+  /// Marks the key blocks of the rank pair that some query block lists (after count_pair).
+  void mark_key_blocks(int32_t q_rank, int32_t kv_rank);
+  static void set_key_bits(uint64_t* bits, int64_t lo, int64_t hi);
   void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
   /// count_columns for the common geometry: every query class one block apart, no irregular
   /// block, block_k a power of two.
@@ -179,6 +190,11 @@ class WorkCounter {
   std::vector<int64_t> class_offset_;
   bool strided_classes_ = false;
   int block_k_shift_ = -1;               ///< log2(block_k) when block_k is a power of two, else -1
+  int item_shift_ = -1;                  ///< log2(column_item) when a power of two, else -1
+  /// Key blocks with a tile of the current GQA group: one bitset of k_blocks bits per rank pair.
+  size_t key_words_ = 0;
+  std::vector<uint64_t> key_bits_;
+  std::vector<int64_t> irregular_key_hits_;  ///< key blocks of irregular tiles found by count_pair
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;
 };

@@ -2,8 +2,11 @@
 // out (kernels/sparse_index.hpp): key tiles in the tile lists, how many of them need the in-tile
 // causal mask, vertical columns outside the tiles, the block_k-column chunks the kernel gathers
 // them in, and the non-empty (head, query block) lists (each costs the kernel one CTA that loads
-// its Q block and merges its output; an empty list returns at once). Also the W x W matrix of
-// these counts for one head or one head group.
+// its Q block and merges its output; an empty list returns at once). For the backward, which
+// schedules other units (kernels/cuda/sparse_attn_bwd.cu): the non-empty (KV head, key block)
+// segments of its transposed index (key-block pass CTAs, one per 64-key sub-block), the lists
+// with a column (column pass CTAs, one per 64-query tile) and the 64-column items the column
+// pass gathers. Also the W x W matrix of these counts for one head or one head group.
 // Tested through tests/sim/work_counter_test.cpp.
 #pragma once
 
@@ -18,6 +21,14 @@ struct WorkCounts {
   int64_t columns = 0;        ///< vertical columns not covered by a tile, summed over query blocks
   int64_t column_chunks = 0;  ///< sum over query blocks of ceil(columns / block_k)
   int64_t lists = 0;          ///< (head, query block) lists with at least one tile or column
+  /// (KV head, key block) pairs whose key block is in the tile list of some query block of some
+  /// query head of the KV head's GQA group: the backward's non-empty transposed-index segments
+  /// (count_work_set groups heads by KV head; one head counted alone is its own group).
+  int64_t key_lists = 0;
+  int64_t column_lists = 0;   ///< (head, query block) lists with at least one column
+  /// sum over lists of ceil(columns / column_item) (BlockGeometry::column_item, 64 = the
+  /// backward column pass's gather width): its items per 64-query tile
+  int64_t column_items = 0;
 
   WorkCounts& operator+=(const WorkCounts& other) {
     tiles += other.tiles;
@@ -25,6 +36,9 @@ struct WorkCounts {
     columns += other.columns;
     column_chunks += other.column_chunks;
     lists += other.lists;
+    key_lists += other.key_lists;
+    column_lists += other.column_lists;
+    column_items += other.column_items;
     return *this;
   }
   friend bool operator==(const WorkCounts&, const WorkCounts&) = default;

@@ -14,6 +14,11 @@ namespace sparsering {
 
 namespace {
 
+/// K/V heads met by the query heads [first, first + count) when kv_group consecutive heads share one.
+int64_t dense_kv_heads(int64_t first, int64_t count, int64_t kv_group) {
+  return (first + count - 1) / kv_group - first / kv_group + 1;
+}
+
 void scale(WorkMatrix& m, int64_t factor) {
   for (int32_t q = 0; q < m.ranks(); ++q) {
     for (int32_t kv = 0; kv < m.ranks(); ++kv) {
@@ -23,6 +28,9 @@ void scale(WorkMatrix& m, int64_t factor) {
       c.columns *= factor;
       c.column_chunks *= factor;
       c.lists *= factor;
+      c.key_lists *= factor;
+      c.column_lists *= factor;
+      c.column_items *= factor;
     }
   }
 }
@@ -36,6 +44,13 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
 
 WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
                        int64_t micro_batch, int threads) {
+  return count_work_set(geometry, patterns, head_groups, micro_batch, threads, patterns.kv_group);
+}
+
+WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
+                       int64_t micro_batch, int threads, int64_t kv_group) {
+  require(kv_group >= 1 && patterns.heads % kv_group == 0, "the GQA group (", kv_group,
+          " query heads per K/V head) must divide the query heads (", patterns.heads, ")");
   require(threads >= 1, "work counting needs >= 1 thread, got ", threads);
   require(head_groups >= 1 && patterns.heads % head_groups == 0, "head groups (", head_groups,
           ") must divide the query heads (", patterns.heads, ")");
@@ -51,8 +66,19 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
     WorkCounter counter(geometry);
     WorkMatrix one;
     counter.count_dense_head(one);
+    WorkMatrix keys = one;  // one head's key_lists: every head of a K/V head lists the same blocks
     scale(one, set.heads_per_group * micro_batch);
-    set.matrices.assign(static_cast<size_t>(set.layers * head_groups), one);
+    set.matrices.reserve(static_cast<size_t>(set.layers * head_groups));
+    for (int64_t l = 0; l < set.layers; ++l) {
+      for (int64_t g = 0; g < head_groups; ++g) {
+        WorkMatrix m = one;
+        const int64_t kv_heads = dense_kv_heads(g * set.heads_per_group, set.heads_per_group, kv_group) * micro_batch;
+        for (int32_t q = 0; q < m.ranks(); ++q) {
+          for (int32_t kv = 0; kv < m.ranks(); ++kv) m.at(q, kv).key_lists = keys.at(q, kv).key_lists * kv_heads;
+        }
+        set.matrices.push_back(std::move(m));
+      }
+    }
     return set;
   }
   set.matrices.assign(static_cast<size_t>(set.layers * head_groups), WorkMatrix(geometry.layout.ranks()));
@@ -66,8 +92,11 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
       for (int64_t l = next_layer++; l < set.layers; l = next_layer++) {
         for (int64_t g = 0; g < head_groups; ++g) {
           WorkMatrix& sum = set.matrices[static_cast<size_t>(l * head_groups + g)];
+          // Heads of one K/V head are consecutive: one key group per K/V head met in the range.
           for (int64_t h = g * set.heads_per_group; h < (g + 1) * set.heads_per_group; ++h) {
-            counter.accumulate_head(patterns.at(l, h), sum);
+            if (h == g * set.heads_per_group || h % kv_group == 0) counter.begin_key_group();
+            counter.accumulate_group_head(patterns.at(l, h), sum);
+            if (h + 1 == (g + 1) * set.heads_per_group || (h + 1) % kv_group == 0) counter.end_key_group(sum);
           }
           if (micro_batch > 1) scale(sum, micro_batch);
         }

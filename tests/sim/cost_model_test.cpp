@@ -72,6 +72,36 @@ TEST(CostModelTest, PerListCostIsChargedPerNonEmptyList) {
   EXPECT_EQ(kernel_time_ns(c, WorkCounts{}, 16), 0) << "no list, no tile, no chunk: no launch";
 }
 
+TEST(CostModelTest, BackwardUnitsAreChargedAndScaled) {
+  // The backward's own units: key lists, column lists, column items and columns.
+  KernelCoefficients c{.launch_us = 100.0, .per_tile_us = 0.02};
+  c.per_key_list_us = 0.2;
+  c.per_column_list_us = 0.01;
+  c.per_column_item_us = 0.05;
+  c.per_column_us = 0.001;
+  WorkCounts work{.tiles = 1000, .columns = 300, .column_chunks = 4, .lists = 700};
+  work.key_lists = 50;
+  work.column_lists = 3;
+  work.column_items = 6;
+  // 100 + 1000 x 0.02 + 50 x 0.2 + 3 x 0.01 + 6 x 0.05 + 300 x 0.001 us; lists and chunks cost 0.
+  EXPECT_EQ(kernel_time_ns(c, work, 16), 100000 + 20000 + 10000 + 30 + 300 + 300);
+  // Extrapolated from 64x64x128 to 128x128x128: key lists x2 (key block x head dim), column lists
+  // x2 (query block x head dim), items and columns x1 (an item is a 64 x 64 step at any block).
+  GpuConfig gpu = calibrated_gpu();
+  CalibratedShape& entry = gpu.calibration->shapes.front();
+  entry.backward.per_key_list_us = 0.2;
+  entry.backward.per_column_list_us = 0.01;
+  entry.backward.per_column_item_us = 0.05;
+  entry.backward.per_column_us = 0.001;
+  const AttentionCostModel m = make_attention_cost_model(gpu, 128, 128, 128);
+  ASSERT_EQ(m.calibration.calibrated_shape, (KernelShape{64, 64, 128}));
+  EXPECT_DOUBLE_EQ(m.backward.per_key_list_us, 0.4);
+  EXPECT_DOUBLE_EQ(m.backward.per_column_list_us, 0.02);
+  EXPECT_DOUBLE_EQ(m.backward.per_column_item_us, 0.05);
+  EXPECT_DOUBLE_EQ(m.backward.per_column_us, 0.001);
+  EXPECT_NE(m.calibration.scaling.find("backward per key list x2"), std::string::npos) << m.calibration.scaling;
+}
+
 TEST(CostModelTest, ExactShapeIsUsedWhenCalibrated) {
   const GpuConfig gpu = calibrated_gpu(true);
   for (const KernelShape& shape : {KernelShape{64, 64, 128}, KernelShape{128, 128, 128}, KernelShape{64, 64, 64}}) {

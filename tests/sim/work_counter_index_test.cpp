@@ -80,6 +80,11 @@ void expect_lists_equal_index(const TokenLayout& layout, int32_t block_q, int32_
       ASSERT_EQ(counted.at(r, src).lists, non_empty_lists(index))
           << describe(layout, block_q, block_k) << " r=" << r << " src=" << src << " slashes "
           << pattern.slash_offsets.size() << " verticals " << pattern.vertical_positions.size();
+      // The backward's units of the same index (one head: its own GQA group).
+      const BackwardUnits units = backward_units(index, 1);
+      ASSERT_EQ(counted.at(r, src).key_lists, units.key_lists) << describe(layout, block_q, block_k) << " r=" << r << " src=" << src;
+      ASSERT_EQ(counted.at(r, src).column_lists, units.column_lists) << describe(layout, block_q, block_k) << " r=" << r;
+      ASSERT_EQ(counted.at(r, src).column_items, units.column_items) << describe(layout, block_q, block_k) << " r=" << r;
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/error.hpp"
@@ -37,10 +38,12 @@ std::string describe(const TokenLayout& layout, int64_t bq, int64_t bk) {
              layout.granularity_tokens(), " bq=", bq, " bk=", bk);
 }
 
-void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t bk, const KeptPattern& pattern) {
-  const BlockGeometry geo = make_block_geometry(layout, bq, bk);
+void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t bk, const KeptPattern& pattern,
+                                int64_t column_item = 64) {
+  BlockGeometry geo = make_block_geometry(layout, bq, bk);
+  geo.column_item = column_item;
   const WorkMatrix fast = count_head_work(geo, pattern);
-  const WorkMatrix slow = testing::brute_force_work(layout, bq, bk, pattern);
+  const WorkMatrix slow = testing::brute_force_work(layout, bq, bk, pattern, column_item);
   for (int32_t r = 0; r < layout.ranks(); ++r) {
     for (int32_t src = 0; src < layout.ranks(); ++src) {
       const WorkCounts& a = fast.at(r, src);
@@ -50,6 +53,10 @@ void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t b
       ASSERT_EQ(a.columns, b.columns) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
       ASSERT_EQ(a.column_chunks, b.column_chunks) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
       ASSERT_EQ(a.lists, b.lists) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.key_lists, b.key_lists) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.column_lists, b.column_lists) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.column_items, b.column_items)
+          << describe(layout, bq, bk) << " item=" << column_item << " r=" << r << " src=" << src;
     }
   }
 }
@@ -77,7 +84,8 @@ TEST(WorkCounterTest, MatchesBruteForceOnRandomLayoutsAndPatterns) {
     const TokenLayout layout = random_small_layout(rng);
     const int64_t bq = blocks[rng() % 7];
     const int64_t bk = blocks[rng() % 7];
-    expect_matches_brute_force(layout, bq, bk, random_pattern(rng, layout.seq_len_tokens()));
+    const int64_t items[] = {1, 2, 3, 4, 64};
+    expect_matches_brute_force(layout, bq, bk, random_pattern(rng, layout.seq_len_tokens()), items[rng() % 5]);
     if (HasFatalFailure()) return;
   }
 }
@@ -125,7 +133,7 @@ TEST(WorkCounterTest, MatchesBruteForceOnKernelShapes) {
     for (const TokenLayout& layout : {make_token_layout(LayoutKind::contiguous, n, w),
                                       make_token_layout(LayoutKind::zigzag, n, w),
                                       make_token_layout(LayoutKind::striped, n, w, g)}) {
-      expect_matches_brute_force(layout, bq, bk, random_pattern(rng, n));
+      expect_matches_brute_force(layout, bq, bk, random_pattern(rng, n), (rng() % 2) ? 4 : 2);
       if (HasFatalFailure()) return;
     }
   }
@@ -260,6 +268,43 @@ TEST(WorkCounterTest, RejectsPatternsOutsideTheSequence) {
   p.slash_offsets = {};
   p.vertical_positions = {-1};
   EXPECT_THROW(count_head_work(geo, p), InputError);
+}
+
+TEST(WorkCounterTest, KeyListsOfAGqaGroupAreTheUnionOverItsHeads) {
+  // The backward's key-block pass has one segment per (K/V head, key block) that any query head
+  // of the group lists: the counter's group count equals the brute-force union, for every layout.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  const int64_t blocks[] = {1, 2, 3, 4, 5, 8, 16};
+  for (int trial = 0; trial < 120; ++trial) {
+    const TokenLayout layout = random_small_layout(rng);
+    const int64_t bq = blocks[rng() % 7];
+    const int64_t bk = blocks[rng() % 7];
+    const BlockGeometry geo = make_block_geometry(layout, bq, bk);
+    const int heads = 1 + static_cast<int>(rng() % 4);
+    WorkCounter counter(geo);
+    WorkMatrix group(layout.ranks());
+    WorkMatrix expected(layout.ranks());
+    std::vector<std::vector<char>> hits;
+    counter.begin_key_group();
+    for (int h = 0; h < heads; ++h) {
+      const KeptPattern p = random_pattern(rng, layout.seq_len_tokens());
+      counter.accumulate_group_head(p, group);
+      WorkMatrix one = testing::brute_force_work(layout, bq, bk, p, 64, &hits);
+      for (int32_t q = 0; q < layout.ranks(); ++q) {
+        for (int32_t kv = 0; kv < layout.ranks(); ++kv) one.at(q, kv).key_lists = 0;
+      }
+      expected += one;
+    }
+    counter.end_key_group(group);
+    for (int32_t q = 0; q < layout.ranks(); ++q) {
+      for (int32_t kv = 0; kv < layout.ranks(); ++kv) {
+        const std::vector<char>& listed = hits[static_cast<size_t>(q) * static_cast<size_t>(layout.ranks()) +
+                                               static_cast<size_t>(kv)];
+        expected.at(q, kv).key_lists = std::count(listed.begin(), listed.end(), 1);
+      }
+    }
+    ASSERT_EQ(group, expected) << describe(layout, bq, bk) << " heads=" << heads;
+  }
 }
 
 TEST(WorkCounterTest, CounterIsReusableAcrossHeads) {

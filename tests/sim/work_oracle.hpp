@@ -13,8 +13,12 @@
 
 namespace sparsering::testing {
 
+/// One head's work. `column_item` is BlockGeometry::column_item. If `key_hits` is given it
+/// receives, per cell (q_rank x W + kv_rank), which key blocks some query block lists (OR-ed into
+/// what it holds, so the heads of a GQA group can share it); key_lists is this head's own count.
 inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, int64_t block_k,
-                                   const KeptPattern& pattern) {
+                                   const KeptPattern& pattern, int64_t column_item = 64,
+                                   std::vector<std::vector<char>>* key_hits = nullptr) {
   const int64_t n = layout.seq_len_tokens();
   const int64_t len = layout.local_len();
   std::vector<char> is_slash(static_cast<size_t>(n), 0);
@@ -26,9 +30,15 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
   const int64_t k_blocks = (len + block_k - 1) / block_k;
   WorkMatrix out(layout.ranks());
   std::vector<char> present(static_cast<size_t>(k_blocks));
+  std::vector<char> key_listed(static_cast<size_t>(k_blocks));
+  if (key_hits != nullptr && key_hits->empty()) {
+    key_hits->assign(static_cast<size_t>(layout.ranks()) * static_cast<size_t>(layout.ranks()),
+                     std::vector<char>(static_cast<size_t>(k_blocks), 0));
+  }
   for (int32_t r = 0; r < layout.ranks(); ++r) {
     for (int32_t src = 0; src < layout.ranks(); ++src) {
       WorkCounts& cell = out.at(r, src);
+      std::fill(key_listed.begin(), key_listed.end(), 0);
       for (int64_t i = 0; i < q_blocks; ++i) {
         const int64_t q_end = std::min(len, (i + 1) * block_q);
         bool any_tile = false;
@@ -44,6 +54,7 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
             }
           }
           present[static_cast<size_t>(j)] = hit ? 1 : 0;
+          if (hit) key_listed[static_cast<size_t>(j)] = 1;
           cell.tiles += hit ? 1 : 0;
           any_tile = any_tile || hit;
           cell.masked_tiles += (hit && !unmasked) ? 1 : 0;
@@ -59,6 +70,15 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
         cell.columns += columns;
         cell.column_chunks += (columns + block_k - 1) / block_k;
         cell.lists += (any_tile || columns > 0) ? 1 : 0;
+        cell.column_lists += columns > 0 ? 1 : 0;
+        cell.column_items += (columns + column_item - 1) / column_item;
+      }
+      for (int64_t j = 0; j < k_blocks; ++j) {
+        cell.key_lists += key_listed[static_cast<size_t>(j)];
+        if (key_hits != nullptr && key_listed[static_cast<size_t>(j)] != 0) {
+          (*key_hits)[static_cast<size_t>(r) * static_cast<size_t>(layout.ranks()) + static_cast<size_t>(src)]
+                     [static_cast<size_t>(j)] = 1;
+        }
       }
     }
   }

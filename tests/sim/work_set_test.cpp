@@ -40,6 +40,54 @@ TEST(WorkSetTest, GroupsSumTheirHeads) {
   EXPECT_THROW(select_patterns(trace, 1, settings), InputError);
 }
 
+TEST(WorkSetTest, KeyListsAreCountedOncePerKvHead) {
+  // GQA: the heads sharing a K/V head share the backward's key lists (a union), the other counts
+  // stay sums; a dense set scales one head's key lists by the K/V heads of the group.
+  const Trace trace = testing::small_trace(1, 4, 2048, 9);
+  RecallSettings settings;
+  settings.recall = 0.9;
+  PatternSet patterns = select_patterns(trace, 0, settings);
+  const BlockGeometry geo = make_block_geometry(make_token_layout(LayoutKind::zigzag, 2048, 4), 64, 64);
+  patterns.kv_group = 2;
+  const WorkSet grouped = count_work_set(geo, patterns, 1, 1);
+  const WorkSet alone = count_work_set(geo, patterns, 1, 1, 1, 1);
+  WorkMatrix expected(4);
+  for (int64_t kv = 0; kv < 2; ++kv) {
+    WorkCounter counter(geo);
+    WorkMatrix pair(4);
+    counter.begin_key_group();
+    for (int64_t h = 2 * kv; h < 2 * kv + 2; ++h) counter.accumulate_group_head(patterns.at(0, h), pair);
+    counter.end_key_group(pair);
+    expected += pair;
+  }
+  EXPECT_EQ(grouped.at(0, 0), expected);
+  int64_t fewer = 0;
+  for (int32_t q = 0; q < 4; ++q) {
+    for (int32_t kv = 0; kv < 4; ++kv) {
+      const WorkCounts& a = alone.at(0, 0).at(q, kv);
+      const WorkCounts& g = grouped.at(0, 0).at(q, kv);
+      EXPECT_EQ(a.tiles, g.tiles);
+      EXPECT_EQ(a.lists, g.lists);
+      EXPECT_LE(g.key_lists, a.key_lists);
+      EXPECT_GE(2 * g.key_lists, a.key_lists);
+      fewer += a.key_lists - g.key_lists;
+    }
+  }
+  EXPECT_GT(fewer, 0) << "heads of a group list some key blocks in common";
+  EXPECT_THROW(count_work_set(geo, patterns, 1, 1, 1, 3), InputError);
+
+  const PatternSet dense = dense_patterns(1, 8, 2048);
+  const WorkSet one_kv = count_work_set(geo, dense, 2, 1, 1, 8);   // both head groups inside one K/V head
+  const WorkSet four_kv = count_work_set(geo, dense, 2, 1, 1, 2);  // two K/V heads per head group
+  WorkMatrix head;
+  WorkCounter(geo).count_dense_head(head);
+  for (int64_t g = 0; g < 2; ++g) {
+    EXPECT_EQ(one_kv.at(0, g).total().key_lists, head.total().key_lists);
+    EXPECT_EQ(four_kv.at(0, g).total().key_lists, 2 * head.total().key_lists);
+    EXPECT_EQ(four_kv.at(0, g).total().tiles, 4 * head.total().tiles);
+  }
+}
+
 TEST(WorkSetTest, DenseIsEveryCausalTile) {
   const BlockGeometry geo = make_block_geometry(make_token_layout(LayoutKind::zigzag, 1024, 2), 64, 64);
   const WorkSet set = count_work_set(geo, dense_patterns(1, 4, 1024), 1, 1);

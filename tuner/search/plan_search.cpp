@@ -95,6 +95,7 @@ PatternSet normalized_patterns(const Trace& trace, const ModelConfig& model, int
   require(n == seq_len, "trace sample ", sample, " has ", n, " tokens but the sequence length to tune is ", seq_len,
           "; synthesize or capture a trace of that length");
   PatternSet set = select_patterns(trace, sample, settings);
+  set.kv_group = model.q_heads / model.kv_heads;
   for (KeptPattern& pattern : set.patterns) pattern = normalize_pattern(pattern, n);
   return set;
 }
@@ -303,7 +304,7 @@ void PlanSearch::enumerate_candidates() {
     s.sim.keep_ring_records = false;
     // The simulator would select the same patterns again: it finds these under its key instead
     // (normalizing changes nothing it counts).
-    s.pattern_key = pattern_cache_key(s.sim.trace_key, sample, recall);
+    s.pattern_key = pattern_cache_key(s.sim.trace_key, sample, recall, model_.q_heads / model_.kv_heads);
     s.patterns = context_.patterns(s.pattern_key, [&] {
       return normalized_patterns(trace_, model_, seq_len_tokens_, sample, recall);
     });
@@ -573,6 +574,7 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
     subset.layers = static_cast<int64_t>(task.layers.size());
     subset.heads = patterns.heads;
     subset.seq_len_tokens = patterns.seq_len_tokens;
+    subset.kv_group = patterns.kv_group;
     for (const int64_t l : task.layers) {
       for (int64_t h = 0; h < patterns.heads; ++h) subset.patterns.push_back(patterns.at(l, h));
     }

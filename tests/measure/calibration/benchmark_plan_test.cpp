@@ -46,7 +46,7 @@ TEST(BenchmarkPlan, CasesFitAndVaryEveryTermAtEveryShape) {
       SCOPED_TRACE(to_string(shape));
       std::set<int32_t> heads;
       std::set<int64_t> lengths;
-      bool tiles_only = false, chunks_only = false, both = false;
+      bool tiles_only = false, chunks_only = false, both = false, partial_items = false;
       std::map<std::string, int64_t> filled;
       std::map<std::string, std::set<int64_t>> filled_lengths;
       for (const KernelBenchCase& c : cases) {
@@ -58,6 +58,10 @@ TEST(BenchmarkPlan, CasesFitAndVaryEveryTermAtEveryShape) {
         tiles_only = tiles_only || (c.tiles_per_list > 0 && c.chunks_per_list == 0);
         chunks_only = chunks_only || (c.tiles_per_list == 0 && c.chunks_per_list > 0);
         both = both || (c.tiles_per_list > 0 && c.chunks_per_list > 0);
+        if (c.columns_per_list >= 0) {
+          EXPECT_EQ(c.chunks_per_list, (c.columns_per_list + shape.block_k - 1) / shape.block_k);
+          partial_items = partial_items || c.columns_per_list % 64 != 0;
+        }
         for (const KernelMeasurement& m : launches(c)) {
           if (m.under_filled) continue;
           ++filled[m.direction];
@@ -70,9 +74,11 @@ TEST(BenchmarkPlan, CasesFitAndVaryEveryTermAtEveryShape) {
       // Enough filled launches per direction for the held-out error's five folds.
       EXPECT_GE(filled["forward"], 5);
       EXPECT_GE(filled["backward"], 5);
-      // The full grid shows the backward at three filled lengths (docs/calibration.md).
+      // The full grid shows the backward at three filled lengths (docs/calibration.md), and lists
+      // with partly filled 64-column items, which separate its per-column from its per-item cost.
       if (!quick) {
         EXPECT_GE(filled_lengths["backward"].size(), 3u);
+        EXPECT_TRUE(partial_items);
       }
     }
   }

@@ -68,8 +68,18 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   m.max_us = 130.0;
   m.under_filled = true;
   m.placement = "banded";
+  m.columns_per_list = 40;
+  m.key_lists = 11;
+  m.column_lists = 12;
+  m.column_items = 13;
+  m.columns = 14;
   const std::vector<KernelMeasurement> back = parse_kernel_measurements_csv(kernel_measurements_csv({m, m}), "t.csv");
   ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].columns_per_list, 40);
+  EXPECT_EQ(back[1].key_lists, 11);
+  EXPECT_EQ(back[1].column_lists, 12);
+  EXPECT_EQ(back[1].column_items, 13);
+  EXPECT_EQ(back[1].columns, 14);
   EXPECT_EQ(back[1].direction, "backward");
   EXPECT_EQ(back[1].tiles, m.tiles);
   EXPECT_EQ(back[1].median_us, 123.25);
@@ -147,11 +157,14 @@ TEST(KernelCalibration, RefusesADirectionTooSmallForTheFolds) {
                            {"forward of shape 64x64x128 (3 filled launches)", "5 folds needs at least 5 benchmark cases"});
 }
 
-/// Refits a shipped CSV with the under-filled rule of this version on a 132-SM GPU.
-std::vector<ShapeFit> refit(const std::string& csv) {
+/// Refits a shipped CSV with the under-filled rule of this version on a 132-SM GPU, with the
+/// backward's units rebuilt from the benchmark's synthetic indices (restore_backward_units) unless
+/// `four_terms`.
+std::vector<ShapeFit> refit(const std::string& csv, bool four_terms = false) {
   std::vector<KernelMeasurement> kernels =
       parse_kernel_measurements_csv(read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + csv), csv);
   for (KernelMeasurement& k : kernels) k.under_filled = launch_under_filled(k, 132);
+  if (!four_terms) restore_backward_units(kernels);
   return fit_kernel_measurements(kernels);
 }
 
@@ -170,6 +183,10 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
       EXPECT_EQ(got.per_list_us, want.per_list_us);
       EXPECT_EQ(got.per_tile_us, want.per_tile_us);
       EXPECT_EQ(got.per_vertical_chunk_us, want.per_vertical_chunk_us);
+      EXPECT_EQ(got.per_key_list_us, want.per_key_list_us);
+      EXPECT_EQ(got.per_column_list_us, want.per_column_list_us);
+      EXPECT_EQ(got.per_column_item_us, want.per_column_item_us);
+      EXPECT_EQ(got.per_column_us, want.per_column_us);
     }
     ASSERT_TRUE(shipped->fit.has_value());
     EXPECT_EQ(expected.fit->samples, shipped->fit->samples);
@@ -184,6 +201,53 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
   expect_shipped("h100-sxm-kernels-443afdb3-random.csv", "h100-sxm.yaml");
   expect_shipped("h200-kernels-443afdb3-random.csv", "h200.yaml");
+}
+
+TEST(KernelCalibration, BackwardUnitsOfTheRecordedMeasurements) {
+  // The backward fitted on the units its two passes schedule (key lists, tiles, column lists,
+  // column items) against the four terms, on every recorded run with c96fff5c kernels: printed
+  // for docs/calibration.md.
+  for (const char* csv : {"h100-sxm-kernels-c96fff5c-banded.csv", "h100-sxm-kernels-c96fff5c-random.csv",
+                          "h200-kernels-c96fff5c-banded.csv"}) {
+    const std::vector<ShapeFit> units = refit(csv);
+    const std::vector<ShapeFit> four = refit(csv, true);
+    for (size_t s = 0; s < units.size(); ++s) {
+      const DirectionFit& u = units[s].backward;
+      const DirectionFit& f = four[s].backward;
+      const KernelCostCoefficients& c = u.fit.coefficients;
+      std::cout << csv << " " << to_string(units[s].shape) << " backward: units launch " << c.launch_us << " key list "
+                << c.per_key_list_us << " tile " << c.per_tile_us << " column list " << c.per_column_list_us << " item "
+                << c.per_column_item_us << " column " << c.per_column_us << ": in sample median "
+                << u.fit.median_relative_error << " max " << u.fit.max_relative_error << ", held out median "
+                << u.heldout.median_relative_error << " max " << u.heldout.max_relative_error
+                << " | four terms: in sample " << f.fit.median_relative_error << " " << f.fit.max_relative_error
+                << ", held out " << f.heldout.median_relative_error << " " << f.heldout.max_relative_error << "\n";
+      EXPECT_EQ(c.per_list_us, 0.0);
+      EXPECT_EQ(c.per_vertical_chunk_us, 0.0);
+      EXPECT_GT(c.per_tile_us, 0.0);
+    }
+  }
+}
+
+TEST(KernelCalibration, RestoringTheBackwardUnitsRebuildsTheBenchmarkIndices) {
+  // Rows of a recorded run get the units the benchmark's index had; rows out of the benchmark's
+  // order are refused.
+  std::vector<KernelMeasurement> kernels = parse_kernel_measurements_csv(
+      read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/h200-kernels-c96fff5c-banded.csv"), "h200");
+  restore_backward_units(kernels);
+  for (const KernelMeasurement& k : kernels) {
+    ASSERT_GE(k.key_lists, 0);
+    // Banded, block_q = block_k, queries and keys of one length: every diagonal meets every key block.
+    const int64_t key_blocks = (k.local_tokens + k.block_k - 1) / k.block_k;
+    EXPECT_EQ(k.key_lists, k.tiles_per_list > 0 ? k.kv_heads * key_blocks : 0);
+    EXPECT_EQ(k.column_lists, k.chunks_per_list > 0 ? k.lists : 0);
+    EXPECT_EQ(k.columns, k.column_chunks * k.block_k);
+    EXPECT_EQ(k.column_items, k.columns / 64);
+  }
+  std::vector<KernelMeasurement> swapped = parse_kernel_measurements_csv(
+      read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/h200-kernels-c96fff5c-banded.csv"), "h200");
+  std::swap(swapped[0], swapped[2]);
+  test::expect_input_error([&] { restore_backward_units(swapped); }, {"not the forward and backward of one benchmark case"});
 }
 
 TEST(KernelCalibration, HeldOutErrorOfTheRecordedMeasurements) {

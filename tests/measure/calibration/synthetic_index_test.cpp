@@ -6,6 +6,7 @@
 #include <set>
 
 #include "tests/config/config_test_util.hpp"
+#include "kernels/index/count_sparse_index.hpp"
 #include "measure/calibration/synthetic_index.hpp"
 #include "tests/common/test_seed.hpp"
 
@@ -45,6 +46,23 @@ TEST(SyntheticIndex, ExactCountsOnRandomSpecs) {
         ASSERT_EQ(blocks.count(index.column_index[static_cast<size_t>(c)] / spec.block_k), 0u);
       }
     }
+  }
+}
+
+TEST(SyntheticIndex, ColumnsPerListFillTheLastItemPartly) {
+  // columns_per_list gives lists whose last chunk and 64-column item are partly filled.
+  for (const bool banded : {false, true}) {
+    SyntheticIndexSpec spec{2, 64 * 16, 64 * 16, 64, 64, 3, 2, 7, banded, 100};
+    const SparseIndex index = make_synthetic_index(spec);
+    EXPECT_NO_THROW(validate_sparse_index(index));
+    const int64_t lists = 2 * 16;
+    EXPECT_EQ(index.columns(), lists * 100);
+    EXPECT_EQ(index.column_chunks(), lists * 2);
+    const BackwardUnits units = backward_units(index, 2);
+    EXPECT_EQ(units.column_lists, lists);
+    EXPECT_EQ(units.column_items, lists * 2);
+    spec.chunks_per_list = 1;
+    EXPECT_THROW(make_synthetic_index(spec), InputError);
   }
 }
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Predicts the validation matrix again, without a GPU: for every case with a recorded replay
+# (docs/validation/matrix/<kind>/<case>/validation.json), `sparsering validate --replay --measured`
+# runs this tree's simulator on the case's plan and compares it with the recorded compute matrices
+# (docs/VALIDATION.md, "Predicting the matrix again"). Writes OUT/<kind>/<case>/validation.json and
+# prints the matrix table (measure/validation/validation_matrix_table.py) of OUT.
+#
+#   BIN=build/ci/cli/sparsering OUT=/tmp/matrix-again bash measure/validation/predict_matrix.sh
+#
+# KINDS (default "h200 h100-sxm") picks the GPU kinds; each is predicted on
+# configs/clusters/<kind without -sxm>-16x8-ndr.yaml with GPU config GPU_<kind> (dashes as underscores) if set
+# (a file path, e.g. an older calibration to compare with), else configs/gpus/<kind>.yaml. CASES is a regex over case names.
+# TRACES (default OUT/traces) holds the synthetic traces the sparse cases need (`trace synth
+# --seed 1`, one sample, as measure/device/run_matrix_on_device.sh makes them); missing ones are made.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-build/ci/cli/sparsering}
+OUT=${OUT:?set OUT to a folder for the predictions}
+KINDS=${KINDS:-"h200 h100-sxm"}
+CASES=${CASES:-.}
+LAYER=${LAYER:-12}
+MATRIX=${MATRIX:-docs/validation/matrix}
+TRACES=${TRACES:-$OUT/traces}
+mkdir -p "$OUT" "$TRACES"
+for kind in $KINDS; do
+  cluster=configs/clusters/${kind%-sxm}-16x8-ndr.yaml
+  [ -f "$cluster" ] || { echo "no cluster $cluster" >&2; exit 2; }
+  gpu_var="GPU_${kind//-/_}"
+  gpu=${!gpu_var:-configs/gpus/$kind.yaml}
+  mkdir -p "$OUT/$kind/.plans"
+  sed "s|^gpu: .*|gpu: $(realpath "$gpu")|" "$cluster" > "$OUT/$kind/.plans/cluster.yaml"
+  for plan in configs/plans/validation/matrix/*.yaml; do
+    name=$(basename "$plan" .yaml)
+    [[ "$name" =~ $CASES ]] || continue
+    recorded=$MATRIX/$kind/$name/validation.json
+    [ -f "$recorded" ] || { echo "$kind $name: no recorded replay, skipped" >&2; continue; }
+    model=$(sed -n 's|^model: .*/models/\(.*\)\.yaml|\1|p' "$plan")
+    tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
+    trace_arg=()
+    if grep -q "enabled: true" "$plan"; then
+      trace=$TRACES/$model-$tokens.safetensors
+      [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" --seq-len "$tokens" --samples 1 \
+        --seed 1 --threads 0 --out "$trace" > /dev/null
+      trace_arg=(--trace "$trace")
+    fi
+    sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $OUT/$kind/.plans/cluster.yaml|" \
+      "$plan" > "$OUT/$kind/.plans/$name.yaml"
+    ranks=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ranks'])" "$recorded")
+    "$BIN" validate "$OUT/$kind/.plans/$name.yaml" "${trace_arg[@]}" --replay --ranks "$ranks" --layer "$LAYER" \
+      --measured "$recorded" --out "$OUT/$kind/$name" --force > "$OUT/$kind/.plans/$name.log" 2>&1 ||
+      { echo "$kind $name: FAILED: $(tail -2 "$OUT/$kind/.plans/$name.log")" >&2; continue; }
+    rm -f "$OUT/$kind/$name/timeline.json"
+  done
+done
+python3 measure/validation/validation_matrix_table.py "$OUT"

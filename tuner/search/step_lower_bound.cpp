@@ -256,12 +256,18 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
             tiles += totals[static_cast<size_t>(l * model.q_heads + h)];
           }
           const double per_rank = static_cast<double>(tiles * tmpl.micro_batch_sequences) / static_cast<double>(t->ranks);
-          // Each cell's kernel time rounds to the nearest ns: allow W ns of rounding per rank.
-          const auto bound = [&](double per_tile_us) {
-            return std::max<SimNs>(0, static_cast<SimNs>(per_tile_us * 1e3 * per_rank) - t->ranks - 1);
+          // Every rank's own cell runs (a kernel with a list per local row and head: each row
+          // has its diagonal tile there). Each cell's kernel time rounds to the nearest ns:
+          // allow W ns of rounding per rank.
+          const int64_t launch_heads = per_group * tmpl.micro_batch_sequences;
+          const double own_lists = static_cast<double>(g.layout.local_len() / g.block * launch_heads);
+          const auto bound = [&](const KernelCoefficients& c) {
+            const double us = c.launch_us + c.per_head_us * static_cast<double>(launch_heads) +
+                              c.per_list_us * own_lists + c.per_tile_us * per_rank;
+            return std::max<SimNs>(0, static_cast<SimNs>(us * 1e3) - t->ranks - 1);
           };
-          t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward.per_tile_us));
-          t->coarse_b[static_cast<size_t>(l)] = std::max(t->coarse_b[static_cast<size_t>(l)], bound(cost.backward.per_tile_us));
+          t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward));
+          t->coarse_b[static_cast<size_t>(l)] = std::max(t->coarse_b[static_cast<size_t>(l)], bound(cost.backward));
         }
       }
     }
@@ -484,9 +490,10 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
   std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
-  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles) {
+  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles, int64_t lists) {
     WorkCounts cell;
     cell.tiles = tiles * batch;
+    cell.lists = lists * batch;
     return kernel_time_ns(c, cell, heads_per_launch);
   };
   parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
@@ -502,8 +509,8 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       std::vector<SimNs> prefix_f(table.table.size() + 1, 0);
       std::vector<SimNs> prefix_b(table.table.size() + 1, 0);
       for (size_t r = 0; r < table.table.size(); ++r) {
-        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r]);
-        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r]);
+        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r], table.lists[r]);
+        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r], table.lists[r]);
       }
       for (size_t p = 0; p < w; ++p) {
         // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
@@ -515,27 +522,32 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       return;
     }
     // Zigzag: the cells of a rank, summed in closed form. A cell with tiles costs
-    // round(fixed + per tile x tiles); rounding each of n cells loses at most n / 2 ns, so
-    // n x fixed + per tile x tiles - n / 2 (less 1 ns for floating point) bounds their sum.
-    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles) {
+    // round(fixed + per list x lists + per tile x tiles); rounding each of n cells loses at most
+    // n / 2 ns, so n x fixed + per list x lists + per tile x tiles - n / 2 (less 1 ns for floating
+    // point) bounds their sum (the lists bound counts rows with a tile: cells without tiles add none).
+    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles, int64_t lists) {
       const double fixed_ns = (c.launch_us + c.per_head_us * static_cast<double>(heads_per_launch)) * 1e3;
       const double total = static_cast<double>(nonzero) * (fixed_ns - 0.5) +
-                           c.per_tile_us * 1e3 * static_cast<double>(tiles * batch) - 1.0;
+                           c.per_tile_us * 1e3 * static_cast<double>(tiles * batch) +
+                           c.per_list_us * 1e3 * static_cast<double>(lists * batch) - 1.0;
       return std::max<SimNs>(0, static_cast<SimNs>(std::floor(total)));
     };
     for (size_t p = 0; p < w; ++p) {
       int64_t nonzero = 0;
       int64_t tiles = 0;
+      int64_t lists = 0;
       for (size_t src = 0; src < w; ++src) {
         const int64_t x = table.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         nonzero += x > 0 ? 1 : 0;
         tiles += x;
+        lists += table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(src));
       }
       const int64_t own = table.at(static_cast<int32_t>(p), static_cast<int32_t>(p));
-      own_f[base + p] = cell_time(cost.forward, own);
-      own_b[base + p] = cell_time(cost.backward, own);
-      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles));
-      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles));
+      const int64_t own_lists = table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(p));
+      own_f[base + p] = cell_time(cost.forward, own, own_lists);
+      own_b[base + p] = cell_time(cost.backward, own, own_lists);
+      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles, lists));
+      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles, lists));
     }
   });
   set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
@@ -794,8 +806,10 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
     parallel_for(static_cast<int64_t>(redo.size()) * 2, threads, [&](int64_t index) {
       const int64_t l = redo[static_cast<size_t>(index / 2)];
       const bool backward = index % 2 == 1;
-      (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
-          ring_layer_ns(setup, t, *bounded, l, backward);
+      // Both are bounds; the counted cells may make another head group the busiest, whose ring
+      // can end earlier than the bounded one did: keep the larger.
+      SimNs& term = (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)];
+      term = std::max(term, ring_layer_ns(setup, t, *bounded, l, backward));
     });
   }
 }

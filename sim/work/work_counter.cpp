@@ -558,7 +558,17 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
       }
     }
   }
-  for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
+  if (block_k_shift_ >= 0) {
+    // Covered columns are visible ones, so no block's count is negative: ceil by a shift.
+    const int64_t round_up = block_k - 1;
+    for (int64_t i = 0; i < q_blocks; ++i) {
+      const int64_t columns = block_diff_[static_cast<size_t>(i)];
+      columns_total += columns;
+      chunks_total += (std::max<int64_t>(columns, 0) + round_up) >> block_k_shift_;
+    }
+  } else {
+    for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
+  }
   counts.columns += columns_total;
   counts.column_chunks += chunks_total;
 }

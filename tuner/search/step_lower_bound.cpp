@@ -63,8 +63,10 @@ struct StepLowerBound::OrderTerms {
   SimNs dkv_hop = 0;                      // fastest dK/dV hop over any fabric level
 };
 
+/// Per-cell kernel times of the head group the ring bound runs on (the busiest, per layer and
+/// direction: busiest_group): [(layer x W + rank) x W + src] (a counted layer's: layer 0).
 struct StepLowerBound::CellTimes {
-  std::vector<SimNs> forward;   // [((layer x groups + group) x W + rank) x W + src] (one layer: layer 0)
+  std::vector<SimNs> forward;
   std::vector<SimNs> backward;
 };
 
@@ -81,6 +83,45 @@ struct StepLowerBound::GeometryTerms {
   std::map<int64_t, CellTimes> exact_cells;  // counted layers' cell times (rings the ring bound covers)
 };
 
+
+namespace {
+
+/// The head group with the busiest rank of one layer and direction (the first on ties): any
+/// group's ring pass bounds the layer, which waits for every group.
+int64_t busiest_group(const std::vector<SimNs>& sums, int64_t groups, size_t ranks, int64_t layer) {
+  int64_t group = 0;
+  SimNs most = -1;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (size_t p = 0; p < ranks; ++p) {
+      const SimNs v = sums[static_cast<size_t>(layer * groups + g) * ranks + p];
+      if (v > most) {
+        most = v;
+        group = g;
+      }
+    }
+  }
+  return group;
+}
+
+/// Copies the busiest group's cells of `layers` layers (cells [(layer x groups + group) x W^2])
+/// into `out` ([layer x W^2]), per direction.
+void keep_busiest(const std::vector<SimNs>& sums_f, const std::vector<SimNs>& sums_b, const std::vector<SimNs>& all_f,
+                  const std::vector<SimNs>& all_b, int64_t groups, size_t w, const std::vector<int64_t>& layers,
+                  const std::vector<int64_t>& sum_layers, std::vector<SimNs>& out_f, std::vector<SimNs>& out_b) {
+  out_f.assign(layers.size() * w * w, 0);
+  out_b.assign(layers.size() * w * w, 0);
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const auto gf = static_cast<size_t>(busiest_group(sums_f, groups, w, sum_layers[k]));
+    const auto gb = static_cast<size_t>(busiest_group(sums_b, groups, w, sum_layers[k]));
+    const size_t from = static_cast<size_t>(layers[k] * groups);
+    std::copy_n(all_f.begin() + static_cast<std::ptrdiff_t>((from + gf) * w * w), w * w,
+                out_f.begin() + static_cast<std::ptrdiff_t>(k * w * w));
+    std::copy_n(all_b.begin() + static_cast<std::ptrdiff_t>((from + gb) * w * w), w * w,
+                out_b.begin() + static_cast<std::ptrdiff_t>(k * w * w));
+  }
+}
+
+}  // namespace
 
 StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                const PatternSet& patterns, const PlanTemplate& tmpl, const SimulationOptions& options)
@@ -217,6 +258,24 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
       t->dkv_hop = std::min(t->dkv_hop, transfer_time_ns(network_.level_link(level), s.dkv_chunk_bytes));
     }
     order_terms_.push_back(std::move(t));
+  }
+  // Ring bounds depend on an (order, hierarchy) only through the level sizes and the bounded hop
+  // times: pairs that agree on them (e.g. node-major and snake orders whose hops cross the same
+  // links) share one ring bound, under the first such pair.
+  std::map<std::vector<SimNs>, std::pair<int32_t, int32_t>> ring_classes;
+  for (size_t o = 0; o < space.orders.size(); ++o) {
+    const OrderChoice& order = space.orders[o];
+    const OrderTerms& terms = *order_terms_[o];
+    std::vector<std::pair<int32_t, int32_t>> reps;
+    for (size_t h = 0; h < order.hierarchies.size(); ++h) {
+      std::vector<SimNs> key{space.degrees[static_cast<size_t>(order.degrees)].context_parallel, terms.dkv_hop};
+      for (const RingLevel& level : order.hierarchies[h].levels) key.push_back(level.size);
+      key.push_back(-1);
+      key.insert(key.end(), terms.position_hop[h].begin(), terms.position_hop[h].end());
+      key.insert(key.end(), terms.position_dkv[h].begin(), terms.position_dkv[h].end());
+      reps.push_back(ring_classes.try_emplace(std::move(key), static_cast<int32_t>(o), static_cast<int32_t>(h)).first->second);
+    }
+    ring_rep_.push_back(std::move(reps));
   }
 
   // Coarse attention bounds: the total tile count of aligned layouts, spread over the ring.
@@ -421,7 +480,16 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   });
   set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
   t.refined = strength;
-  if (keep_cells) remember_cells(geometry, std::move(kept));
+  if (keep_cells) {
+    // Only the busiest group's cells of each layer and direction: the ones the ring bound runs on.
+    std::vector<int64_t> all_layers(static_cast<size_t>(layers));
+    for (int64_t l = 0; l < layers; ++l) all_layers[static_cast<size_t>(l)] = l;
+    auto busiest = std::make_shared<CellTimes>();
+    keep_busiest(t.sum_f, t.sum_b, kept->forward, kept->backward, t.groups, w, all_layers, all_layers, busiest->forward,
+                 busiest->backward);
+    kept.reset();
+    remember_cells(geometry, std::move(busiest));
+  }
 }
 
 void StepLowerBound::set_rank_sums(GeometryTerms& t, std::vector<SimNs> sum_f, std::vector<SimNs> own_f,
@@ -621,8 +689,13 @@ bool StepLowerBound::ring_bound_applies(const Candidate& c) const {
   return c.comm == CommPrimitive::p2p && w > 1 && w <= kMaxRingBoundRanks;
 }
 
+std::tuple<int32_t, int32_t, int32_t> StepLowerBound::ring_key(const Candidate& c) const {
+  const auto [order, hierarchy] = ring_rep_[static_cast<size_t>(c.order)][static_cast<size_t>(c.hierarchy)];
+  return {c.geometry, order, hierarchy};
+}
+
 bool StepLowerBound::ring_refined(const Candidate& c) const {
-  return ring_terms_.count({c.geometry, c.order, c.hierarchy}) > 0;
+  return ring_terms_.count(ring_key(c)) > 0;
 }
 
 StepLowerBound::RingSetup StepLowerBound::ring_setup(int32_t order, int32_t hierarchy_index) const {
@@ -670,24 +743,11 @@ SimNs StepLowerBound::ring_layer_ns(const RingSetup& setup, const GeometryTerms&
   const RingSchedule& schedule = setup.schedule;
   const int32_t w = schedule.ranks();
   const auto ww = static_cast<size_t>(w);
-  // One ring per layer and direction: the head group with the busiest rank (any group's pass
-  // bounds the layer, which waits for every group).
-  const std::vector<SimNs>& sums = backward ? gt.sum_b : gt.sum_f;
-  int64_t group = 0;
-  SimNs most = -1;
-  for (int64_t g = 0; g < gt.groups; ++g) {
-    for (size_t p = 0; p < ww; ++p) {
-      const SimNs v = sums[static_cast<size_t>(layer * gt.groups + g) * ww + p];
-      if (v > most) {
-        most = v;
-        group = g;
-      }
-    }
-  }
-  // Exact layers use their counted cells; the others the bounded ones.
+  // One ring per layer and direction, on the cells of the head group with the busiest rank (kept
+  // by refine and add_exact_layers). Exact layers use their counted cells; the others the bounded ones.
   const auto exact = gt.exact_cells.find(layer);
   const CellTimes& source = exact != gt.exact_cells.end() ? exact->second : bounded;
-  const size_t base = static_cast<size_t>((exact != gt.exact_cells.end() ? 0 : layer * gt.groups) + group) * ww * ww;
+  const size_t base = static_cast<size_t>(exact != gt.exact_cells.end() ? 0 : layer) * ww * ww;
   const std::vector<SimNs>& cells = backward ? source.backward : source.forward;
   RingInput input;
   input.keep_transfers = false;
@@ -729,7 +789,7 @@ void StepLowerBound::refine_ring(const Candidate& c, int threads) {
     (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
         ring_layer_ns(setup, gt, *cell, l, backward);
   });
-  ring_terms_.emplace(std::make_tuple(c.geometry, c.order, c.hierarchy), std::move(terms));
+  ring_terms_.emplace(ring_key(c), std::move(terms));
 }
 
 void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_t>& layers, const WorkSet& work,
@@ -790,7 +850,13 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
     }
     if (!t.exact[ul]) ++t.exact_count;
     t.exact[ul] = 1;
-    if (keep_cells) t.exact_cells[l] = std::move(cells[k]);
+    if (keep_cells) {
+      CellTimes busiest;
+      keep_busiest(t.sum_f, t.sum_b, cells[k].forward, cells[k].backward, t.groups, w, {0}, {l}, busiest.forward,
+                   busiest.backward);
+      t.exact_cells[l] = std::move(busiest);
+      cells[k] = CellTimes{};
+    }
   }
   // The ring bounds of this geometry, again for the layers they cover that are now exact.
   const auto first = ring_terms_.lower_bound(std::make_tuple(geometry, std::numeric_limits<int32_t>::min(),
@@ -855,7 +921,7 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   const SimNs chain = all_gather ? 0 : hop_chain_ns(c);
   const SimNs dkv = (!all_gather && w > 1) ? o.dkv_hop : 0;
 
-  const auto ring_it = all_gather ? ring_terms_.end() : ring_terms_.find({c.geometry, c.order, c.hierarchy});
+  const auto ring_it = all_gather ? ring_terms_.end() : ring_terms_.find(ring_key(c));
   const RingTerms* ring = ring_it == ring_terms_.end() ? nullptr : &ring_it->second;
 
   SimNs forward = 0;

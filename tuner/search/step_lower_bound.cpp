@@ -279,17 +279,27 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
   }
 
   // Coarse attention bounds: the total tile count of aligned layouts, spread over the ring.
-  std::map<int64_t, std::vector<int64_t>> total_tiles;  // block -> [layer x heads + head]
+  std::map<int64_t, std::vector<int64_t>> total_tiles;    // block -> [layer x heads + head]
+  std::map<int64_t, std::vector<int64_t>> total_columns;  // block -> [layer x heads + head]: uncovered visible columns over all rows
   for (const Geometry& g : space.geometries) {
     if (total_tiles.count(g.block)) continue;
     std::vector<std::vector<int64_t>>& sets = diagonals_[g.block];
     std::vector<int64_t> totals(patterns.patterns.size(), 0);
     const int64_t blocks = (space.seq_len_tokens + g.block - 1) / g.block;
+    std::vector<int64_t> columns(patterns.patterns.size(), 0);
     for (size_t k = 0; k < totals.size(); ++k) {
       sets.push_back(touched_diagonals(patterns.patterns[k], g.block));
-      for (const int64_t d : sets.back()) totals[k] += std::max<int64_t>(0, blocks - d);
+      const std::vector<int64_t>& d_set = sets.back();
+      for (const int64_t d : d_set) totals[k] += std::max<int64_t>(0, blocks - d);
+      // A kept column in key block K is seen by rows K .. blocks - 1 and covered by a tile in
+      // rows K + d, d a touched diagonal: the same rows for every aligned layout.
+      for (const int64_t v : patterns.patterns[k].vertical_positions) {
+        const int64_t rows = blocks - v / g.block;
+        columns[k] += rows - static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), rows) - d_set.begin());
+      }
     }
     total_tiles.emplace(g.block, std::move(totals));
+    total_columns.emplace(g.block, std::move(columns));
   }
   for (const Geometry& g : space.geometries) {
     auto t = std::make_unique<GeometryTerms>();
@@ -307,14 +317,22 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
         (g.layout.kind() != LayoutKind::striped || g.layout.granularity_tokens() % g.block == 0)) {
       const AttentionCostModel& cost = cost_.at(g.block);
       const std::vector<int64_t>& totals = total_tiles.at(g.block);
+      const std::vector<int64_t>& column_totals = total_columns.at(g.block);
       const int64_t per_group = model.q_heads / t->groups;
       for (int64_t l = 0; l < model.layers; ++l) {
         for (int64_t group = 0; group < t->groups; ++group) {
           int64_t tiles = 0;
+          int64_t columns = 0;
           for (int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
             tiles += totals[static_cast<size_t>(l * model.q_heads + h)];
+            columns += column_totals[static_cast<size_t>(l * model.q_heads + h)];
           }
-          const double per_rank = static_cast<double>(tiles * tmpl.micro_batch_sequences) / static_cast<double>(t->ranks);
+          // The busiest rank does at least the average: the group's tiles and chunks (a row's
+          // chunks are at least its uncovered columns / block) spread evenly over the ring.
+          const double batch = static_cast<double>(tmpl.micro_batch_sequences);
+          const double per_rank = static_cast<double>(tiles) * batch / static_cast<double>(t->ranks);
+          const double chunks_per_rank =
+              static_cast<double>(columns) * batch / static_cast<double>(g.block) / static_cast<double>(t->ranks);
           // Every rank's own cell runs (a kernel with a list per local row and head: each row
           // has its diagonal tile there). Each cell's kernel time rounds to the nearest ns:
           // allow W ns of rounding per rank.
@@ -322,7 +340,8 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
           const double own_lists = static_cast<double>(g.layout.local_len() / g.block * launch_heads);
           const auto bound = [&](const KernelCoefficients& c) {
             const double us = c.launch_us + c.per_head_us * static_cast<double>(launch_heads) +
-                              c.per_list_us * own_lists + c.per_tile_us * per_rank;
+                              c.per_list_us * own_lists + c.per_tile_us * per_rank +
+                              c.per_vertical_chunk_us * chunks_per_rank;
             return std::max<SimNs>(0, static_cast<SimNs>(us * 1e3) - t->ranks - 1);
           };
           t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward));
@@ -930,17 +949,22 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   for (int64_t l = 0; l < model_.layers; ++l) {
     SimNs attn_f = 0;
     SimNs attn_b = 0;
+    // The coarse terms bound the busiest rank's kernel time too: a floor under every strength.
+    const SimNs busiest_f = gt.refined == 0 ? gt.coarse_f[static_cast<size_t>(l)]
+                                            : std::max(gt.max_f[static_cast<size_t>(l)], gt.coarse_f[static_cast<size_t>(l)]);
+    const SimNs busiest_b = gt.refined == 0 ? gt.coarse_b[static_cast<size_t>(l)]
+                                            : std::max(gt.max_b[static_cast<size_t>(l)], gt.coarse_b[static_cast<size_t>(l)]);
     if (ring != nullptr) {
-      attn_f = std::max({ring->attention_fwd[static_cast<size_t>(l)], gt.max_f[static_cast<size_t>(l)], chain});
-      attn_b = std::max({ring->attention_bwd[static_cast<size_t>(l)], std::max(gt.max_b[static_cast<size_t>(l)], chain) + dkv});
+      attn_f = std::max({ring->attention_fwd[static_cast<size_t>(l)], busiest_f, chain});
+      attn_b = std::max({ring->attention_bwd[static_cast<size_t>(l)], std::max(busiest_b, chain) + dkv});
     } else if (gt.refined == 0) {
       // All-gather: compute past the own chunk waits for the gather; the scatter follows it all.
       const SimNs wait = all_gather ? o.gather : chain;
       attn_f = std::max(gt.coarse_f[static_cast<size_t>(l)], wait);
       attn_b = std::max(gt.coarse_b[static_cast<size_t>(l)], wait) + (all_gather ? o.scatter : dkv);
     } else if (!all_gather) {
-      attn_f = std::max(gt.max_f[static_cast<size_t>(l)], chain);
-      attn_b = std::max(gt.max_b[static_cast<size_t>(l)], chain) + dkv;
+      attn_f = std::max(busiest_f, chain);
+      attn_b = std::max(busiest_b, chain) + dkv;
     } else {
       const auto ww = static_cast<size_t>(w);
       for (int64_t group = 0; group < gt.groups; ++group) {
@@ -954,6 +978,8 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
         attn_f = std::max(attn_f, end_f);
         attn_b = std::max(attn_b, end_b + o.scatter);
       }
+      attn_f = std::max(attn_f, std::max(gt.coarse_f[static_cast<size_t>(l)], o.gather));
+      attn_b = std::max(attn_b, std::max(gt.coarse_b[static_cast<size_t>(l)], o.gather) + o.scatter);
     }
     const SimNs layer_forward = forward_rest + attn_f;
     SimNs layer_backward = backward_rest + attn_b;

@@ -21,16 +21,19 @@
 //     max(sync - window, sync / layers) shrinks by at most what the backward grows), so the bounded
 //     layer times give a bounded step.
 // Strengths, each at least the one before:
-//   coarse  per geometry, from the layout-independent total tile count (every aligned layout
-//           lists the same tiles), spread evenly over the ring; available at once;
-//   cells   per geometry, from the per-cell work bound (refine(): tiles only, then tiles and
-//           representative chunks, then every chunk bound). Tiles come from one rank-pair table
-//           per head (work_lower_bound.hpp), summed per head group, so geometries that differ
-//           only in head grouping share them; zigzag rank sums are closed-form over the table,
-//           each rank's cells summed as (cells with tiles) x fixed cost + tiles x per-tile cost,
-//           less half a ns per cell for the simulator's rounding of each;
-//   ring    per (geometry, ring order, hierarchy), p2p only (orders and hierarchies with the same level
-//           sizes and bounded hop times share it): the simulator's own ring event model
+//   coarse  per geometry, from layout-independent totals (every aligned layout lists the same
+//           tiles, and leaves the same visible columns uncovered: at least that many / block
+//           chunks), spread evenly over the ring, plus every rank's own cell (a list per local
+//           row); available at once, and a floor under the stronger bounds;
+//   cells   per geometry, from the per-cell work bound (refine(): tiles and rows with a tile,
+//           then tiles, exact lists and representative chunks, then every chunk bound). Tiles
+//           and rows with a tile come from one rank-pair table per head (work_lower_bound.hpp),
+//           summed per head group, so geometries that differ only in head grouping share them;
+//           zigzag rank sums are closed-form over the table, each rank's cells summed as (cells
+//           with tiles) x fixed cost + lists x per-list cost + tiles x per-tile cost, less half a
+//           ns per cell for the simulator's rounding of each;
+//   ring    per (geometry, ring order, hierarchy), p2p only (orders and hierarchies with the same
+//           level sizes and bounded hop times share it): the simulator's own ring event model
 //           (sim/ring/ring_simulation.hpp) run on the bounded kernel times with those hop times;
 //           backward with the mirror accumulator route runs it with the accumulators, and with
 //           the direct-return route without them (they only delay K/V hops that share their

@@ -11,9 +11,13 @@ namespace sparsering {
 namespace {
 
 void sort_unique_checked(std::vector<int64_t>& values, int64_t seq_len_tokens, const char* what) {
-  for (const int64_t v : values) {
+  bool ascending = true;  // strictly: already sorted and unique (normalized patterns are)
+  for (size_t k = 0; k < values.size(); ++k) {
+    const int64_t v = values[k];
     require(v >= 0 && v < seq_len_tokens, what, " ", v, " lies outside [0, ", seq_len_tokens, ") tokens");
+    ascending = ascending && (k == 0 || values[k - 1] < v);
   }
+  if (ascending) return;
   // A bitmap over the sequence sorts and deduplicates in O(N/64 + values) when that beats a
   // comparison sort (kept sets of thousands on sequences of up to a few million tokens).
   const auto n = static_cast<size_t>(values.size());
@@ -40,7 +44,8 @@ void sort_unique_checked(std::vector<int64_t>& values, int64_t seq_len_tokens, c
 KeptPattern normalize_pattern(const KeptPattern& pattern, int64_t seq_len_tokens) {
   require(seq_len_tokens > 0, "sequence length must be > 0 tokens, got ", seq_len_tokens);
   KeptPattern out = pattern;
-  out.slash_offsets.push_back(0);
+  // Offset 0 first: an ascending list stays ascending (and is not sorted again).
+  if (out.slash_offsets.empty() || out.slash_offsets.front() != 0) out.slash_offsets.insert(out.slash_offsets.begin(), 0);
   sort_unique_checked(out.slash_offsets, seq_len_tokens, "slash offset");
   sort_unique_checked(out.vertical_positions, seq_len_tokens, "vertical position");
   return out;

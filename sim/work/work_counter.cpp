@@ -29,7 +29,9 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
     class_offset_.push_back(offset);
     offset += cls.members + 1;
     strided_classes_ = strided_classes_ || (cls.members > 1 && cls.block_stride > 1);
+    every_class_strided_ = every_class_strided_ && cls.members > 1 && cls.block_stride > 1;
   }
+  every_class_strided_ = every_class_strided_ && !geometry.q_classes.empty();
   covered_diff_.assign(static_cast<size_t>(offset), 0);
   if (!memoize_) {
     pair_scratch_.resize(geometry.pairs.size());
@@ -489,6 +491,53 @@ void WorkCounter::cover_flat(int c, int32_t kv_rank, int64_t* diff) const {
   }
 }
 
+void WorkCounter::count_columns_strided(int c, int32_t kv_rank, WorkCounts& counts) {
+  if (!covered_clean_) {
+    covered_diff_.assign(covered_diff_.size(), 0);
+    covered_clean_ = true;
+  }
+  const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
+  for (const KeyBlockColumns& block : blocks) {
+    for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+      const ColumnGroup& group = group_store_[g];
+      cover_regular(block.k_class, block.member, group.first_block, group.count);
+    }
+  }
+  // Each class's members in order: the visible columns of the block (prefix counts of the
+  // groups) plus the running covered count; the sweep zeroes what it read for the next call.
+  // Covering writes start at a group's first visible block: members before it read nothing.
+  const size_t key = static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c);
+  const int32_t* const visible = visible_.data() + key * static_cast<size_t>(geo_.q_blocks);
+  const int64_t from = visible_first_[key];
+  const int64_t round_up = geo_.block_k - 1;
+  const int64_t item_round_up = geo_.column_item - 1;
+  int64_t columns_total = 0;
+  int64_t chunks_total = 0;
+  int64_t lists_total = 0;
+  int64_t items_total = 0;
+  for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+    const BlockClass& qc = geo_.q_classes[a];
+    int64_t* const diff = covered_diff_.data() + class_offset_[a];
+    const int64_t first = from <= qc.first_block ? 0 : std::min(qc.members, ceil_div(from - qc.first_block, qc.block_stride));
+    int64_t covered = 0;
+    int64_t i = qc.first_block + first * qc.block_stride;
+    for (int64_t m = first; m < qc.members; ++m, i += qc.block_stride) {
+      covered += diff[m];
+      diff[m] = 0;
+      const int64_t columns = std::max<int64_t>(visible[i] + covered, 0);
+      columns_total += columns;
+      chunks_total += (columns + round_up) >> block_k_shift_;
+      lists_total += columns > 0 ? 1 : 0;
+      items_total += (columns + item_round_up) >> item_shift_;
+    }
+    diff[qc.members] = 0;
+  }
+  counts.columns += columns_total;
+  counts.column_chunks += chunks_total;
+  counts.column_lists += lists_total;
+  counts.column_items += items_total;
+}
+
 void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& counts) {
   const auto q_blocks = static_cast<size_t>(geo_.q_blocks);
   if (regular_diff_.size() != q_blocks + 1) regular_diff_.assign(q_blocks + 1, 0);
@@ -534,6 +583,11 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
     count_columns_regular(c, kv_rank, counts);
     return;
   }
+  if (every_class_strided_ && !any_direct && block_k_shift_ >= 0 && item_shift_ >= 0) {
+    count_columns_strided(c, kv_rank, counts);
+    return;
+  }
+  covered_clean_ = false;
   const int64_t q_blocks = geo_.q_blocks;
   const int64_t block_k = geo_.block_k;
   block_diff_.assign(static_cast<size_t>(q_blocks) + 1, 0);
@@ -581,7 +635,20 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
       }
     }
   }
-  for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
+  if (block_k_shift_ >= 0 && item_shift_ >= 0) {
+    // Covered columns are visible ones, so no block's count is negative: ceil by a shift.
+    const int64_t round_up = block_k - 1;
+    const int64_t item_round_up = geo_.column_item - 1;
+    for (int64_t i = 0; i < q_blocks; ++i) {
+      const int64_t columns = std::max<int64_t>(block_diff_[static_cast<size_t>(i)], 0);
+      columns_total += columns;
+      chunks_total += (columns + round_up) >> block_k_shift_;
+      lists_total += columns > 0 ? 1 : 0;
+      items_total += (columns + item_round_up) >> item_shift_;
+    }
+  } else {
+    for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
+  }
   counts.columns += columns_total;
   counts.column_chunks += chunks_total;
   counts.column_lists += lists_total;

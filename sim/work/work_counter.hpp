@@ -132,6 +132,9 @@ class WorkCounter {
   /// count_columns for the common geometry: every query class one block apart, no irregular
   /// block, block_k a power of two.
   void count_columns_regular(int c, int32_t kv_rank, WorkCounts& counts);
+  /// count_columns for geometries whose query classes are all strided (members a stripe period
+  /// apart), with no irregular block and block_k a power of two.
+  void count_columns_strided(int c, int32_t kv_rank, WorkCounts& counts);
   /// Subtracts the columns of the flattened groups of (kv_rank, case c) that tiles cover from
   /// `diff`, a difference array over query blocks (every query class one block apart).
   void cover_flat(int c, int32_t kv_rank, int64_t* diff) const;
@@ -189,6 +192,8 @@ class WorkCounter {
   std::vector<int64_t> covered_diff_;    ///< per strided q class (at class_offset_), difference array over members
   std::vector<int64_t> class_offset_;
   bool strided_classes_ = false;
+  bool every_class_strided_ = true;      ///< every query class has members > 1 a stride > 1 apart
+  bool covered_clean_ = true;            ///< covered_diff_ is all zero (count_columns_strided keeps it so)
   int block_k_shift_ = -1;               ///< log2(block_k) when block_k is a power of two, else -1
   int item_shift_ = -1;                  ///< log2(column_item) when a power of two, else -1
   /// Key blocks with a tile of the current GQA group: one bitset of k_blocks bits per rank pair.

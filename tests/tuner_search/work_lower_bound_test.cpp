@@ -1,7 +1,7 @@
 // The work lower bound (tuner/search/work_lower_bound.hpp) against the simulator's exact work
-// counter on fresh random patterns: tiles equal where the bound says they are exact (also through
-// the rank-pair tables, which add up over heads), and every cell's tiles and chunks never exceed
-// the exact ones.
+// counter on fresh random patterns: tiles and lists equal where the bound says tiles are exact
+// (tiles also through the rank-pair tables, which add up over heads and whose lists never exceed
+// the exact ones), and every cell's tiles, lists and chunks never exceed the exact ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +65,7 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(2024));
   int64_t exact_layouts = 0;
   int64_t lists_bounded = 0;
+  int64_t table_lists = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int32_t w = std::uniform_int_distribution<int32_t>(1, 6)(rng);
     const int64_t block = std::vector<int64_t>{16, 32, 64}[static_cast<size_t>(trial % 3)];
@@ -89,9 +90,16 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
         RankPairTiles summed = rank_pair_tiles({heads[0]}, layout, block);
         for (size_t h = 1; h < heads.size(); ++h) summed += rank_pair_tiles({heads[h]}, layout, block);
         EXPECT_EQ(summed.table, table.table);
+        EXPECT_EQ(summed.lists, table.lists);
         for (int32_t q = 0; q < w; ++q) {
           for (int32_t kv = 0; kv < w; ++kv) {
             ASSERT_EQ(table.at(q, kv), exact.at(q, kv).tiles) << to_string(layout.kind());
+            // The table's lists count rows with a tile: never above the exact lists, and only
+            // where the cell has tiles (its kernel time is 0 without them).
+            ASSERT_LE(table.lists_at(q, kv), exact.at(q, kv).lists)
+                << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " cell " << q << "," << kv;
+            ASSERT_TRUE(table.lists_at(q, kv) == 0 || table.at(q, kv) > 0);
+            table_lists += table.lists_at(q, kv);
           }
         }
       }
@@ -114,6 +122,8 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
             ASSERT_LE(b.lists, e.lists) << "a list bound above the exact count would charge lists never run";
             if (exact_tiles) {
               ASSERT_EQ(b.tiles, e.tiles) << to_string(layout.kind()) << " G=" << layout.granularity_tokens();
+              ASSERT_EQ(b.lists, e.lists) << to_string(layout.kind()) << " G=" << layout.granularity_tokens()
+                                          << " W=" << w << " b=" << block << " cell " << q << "," << kv;
             }
           }
         }
@@ -122,6 +132,7 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
   }
   EXPECT_GT(exact_layouts, 100);
   EXPECT_GT(lists_bounded, 0);
+  EXPECT_GT(table_lists, 0);
 }
 
 TEST(WorkLowerBound, TheDenseColumnPartOnlyAdds) {

@@ -63,8 +63,10 @@ struct StepLowerBound::OrderTerms {
   SimNs dkv_hop = 0;                      // fastest dK/dV hop over any fabric level
 };
 
+/// Per-cell kernel times of the head group the ring bound runs on (the busiest, per layer and
+/// direction: busiest_group): [(layer x W + rank) x W + src] (a counted layer's: layer 0).
 struct StepLowerBound::CellTimes {
-  std::vector<SimNs> forward;   // [((layer x groups + group) x W + rank) x W + src] (one layer: layer 0)
+  std::vector<SimNs> forward;
   std::vector<SimNs> backward;
 };
 
@@ -81,6 +83,45 @@ struct StepLowerBound::GeometryTerms {
   std::map<int64_t, CellTimes> exact_cells;  // counted layers' cell times (rings the ring bound covers)
 };
 
+
+namespace {
+
+/// The head group with the busiest rank of one layer and direction (the first on ties): any
+/// group's ring pass bounds the layer, which waits for every group.
+int64_t busiest_group(const std::vector<SimNs>& sums, int64_t groups, size_t ranks, int64_t layer) {
+  int64_t group = 0;
+  SimNs most = -1;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (size_t p = 0; p < ranks; ++p) {
+      const SimNs v = sums[static_cast<size_t>(layer * groups + g) * ranks + p];
+      if (v > most) {
+        most = v;
+        group = g;
+      }
+    }
+  }
+  return group;
+}
+
+/// Copies the busiest group's cells of `layers` layers (cells [(layer x groups + group) x W^2])
+/// into `out` ([layer x W^2]), per direction.
+void keep_busiest(const std::vector<SimNs>& sums_f, const std::vector<SimNs>& sums_b, const std::vector<SimNs>& all_f,
+                  const std::vector<SimNs>& all_b, int64_t groups, size_t w, const std::vector<int64_t>& layers,
+                  const std::vector<int64_t>& sum_layers, std::vector<SimNs>& out_f, std::vector<SimNs>& out_b) {
+  out_f.assign(layers.size() * w * w, 0);
+  out_b.assign(layers.size() * w * w, 0);
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const auto gf = static_cast<size_t>(busiest_group(sums_f, groups, w, sum_layers[k]));
+    const auto gb = static_cast<size_t>(busiest_group(sums_b, groups, w, sum_layers[k]));
+    const size_t from = static_cast<size_t>(layers[k] * groups);
+    std::copy_n(all_f.begin() + static_cast<std::ptrdiff_t>((from + gf) * w * w), w * w,
+                out_f.begin() + static_cast<std::ptrdiff_t>(k * w * w));
+    std::copy_n(all_b.begin() + static_cast<std::ptrdiff_t>((from + gb) * w * w), w * w,
+                out_b.begin() + static_cast<std::ptrdiff_t>(k * w * w));
+  }
+}
+
+}  // namespace
 
 StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cluster, const SearchSpace& space,
                                const PatternSet& patterns, const PlanTemplate& tmpl, const SimulationOptions& options)
@@ -218,19 +259,47 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
     }
     order_terms_.push_back(std::move(t));
   }
+  // Ring bounds depend on an (order, hierarchy) only through the level sizes and the bounded hop
+  // times: pairs that agree on them (e.g. node-major and snake orders whose hops cross the same
+  // links) share one ring bound, under the first such pair.
+  std::map<std::vector<SimNs>, std::pair<int32_t, int32_t>> ring_classes;
+  for (size_t o = 0; o < space.orders.size(); ++o) {
+    const OrderChoice& order = space.orders[o];
+    const OrderTerms& terms = *order_terms_[o];
+    std::vector<std::pair<int32_t, int32_t>> reps;
+    for (size_t h = 0; h < order.hierarchies.size(); ++h) {
+      std::vector<SimNs> key{space.degrees[static_cast<size_t>(order.degrees)].context_parallel, terms.dkv_hop};
+      for (const RingLevel& level : order.hierarchies[h].levels) key.push_back(level.size);
+      key.push_back(-1);
+      key.insert(key.end(), terms.position_hop[h].begin(), terms.position_hop[h].end());
+      key.insert(key.end(), terms.position_dkv[h].begin(), terms.position_dkv[h].end());
+      reps.push_back(ring_classes.try_emplace(std::move(key), static_cast<int32_t>(o), static_cast<int32_t>(h)).first->second);
+    }
+    ring_rep_.push_back(std::move(reps));
+  }
 
   // Coarse attention bounds: the total tile count of aligned layouts, spread over the ring.
-  std::map<int64_t, std::vector<int64_t>> total_tiles;  // block -> [layer x heads + head]
+  std::map<int64_t, std::vector<int64_t>> total_tiles;    // block -> [layer x heads + head]
+  std::map<int64_t, std::vector<int64_t>> total_columns;  // block -> [layer x heads + head]: uncovered visible columns over all rows
   for (const Geometry& g : space.geometries) {
     if (total_tiles.count(g.block)) continue;
     std::vector<std::vector<int64_t>>& sets = diagonals_[g.block];
     std::vector<int64_t> totals(patterns.patterns.size(), 0);
     const int64_t blocks = (space.seq_len_tokens + g.block - 1) / g.block;
+    std::vector<int64_t> columns(patterns.patterns.size(), 0);
     for (size_t k = 0; k < totals.size(); ++k) {
       sets.push_back(touched_diagonals(patterns.patterns[k], g.block));
-      for (const int64_t d : sets.back()) totals[k] += std::max<int64_t>(0, blocks - d);
+      const std::vector<int64_t>& d_set = sets.back();
+      for (const int64_t d : d_set) totals[k] += std::max<int64_t>(0, blocks - d);
+      // A kept column in key block K is seen by rows K .. blocks - 1 and covered by a tile in
+      // rows K + d, d a touched diagonal: the same rows for every aligned layout.
+      for (const int64_t v : patterns.patterns[k].vertical_positions) {
+        const int64_t rows = blocks - v / g.block;
+        columns[k] += rows - static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), rows) - d_set.begin());
+      }
     }
     total_tiles.emplace(g.block, std::move(totals));
+    total_columns.emplace(g.block, std::move(columns));
   }
   for (const Geometry& g : space.geometries) {
     auto t = std::make_unique<GeometryTerms>();
@@ -248,20 +317,35 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
         (g.layout.kind() != LayoutKind::striped || g.layout.granularity_tokens() % g.block == 0)) {
       const AttentionCostModel& cost = cost_.at(g.block);
       const std::vector<int64_t>& totals = total_tiles.at(g.block);
+      const std::vector<int64_t>& column_totals = total_columns.at(g.block);
       const int64_t per_group = model.q_heads / t->groups;
       for (int64_t l = 0; l < model.layers; ++l) {
         for (int64_t group = 0; group < t->groups; ++group) {
           int64_t tiles = 0;
+          int64_t columns = 0;
           for (int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
             tiles += totals[static_cast<size_t>(l * model.q_heads + h)];
+            columns += column_totals[static_cast<size_t>(l * model.q_heads + h)];
           }
-          const double per_rank = static_cast<double>(tiles * tmpl.micro_batch_sequences) / static_cast<double>(t->ranks);
-          // Each cell's kernel time rounds to the nearest ns: allow W ns of rounding per rank.
-          const auto bound = [&](double per_tile_us) {
-            return std::max<SimNs>(0, static_cast<SimNs>(per_tile_us * 1e3 * per_rank) - t->ranks - 1);
+          // The busiest rank does at least the average: the group's tiles and chunks (a row's
+          // chunks are at least its uncovered columns / block) spread evenly over the ring.
+          const double batch = static_cast<double>(tmpl.micro_batch_sequences);
+          const double per_rank = static_cast<double>(tiles) * batch / static_cast<double>(t->ranks);
+          const double chunks_per_rank =
+              static_cast<double>(columns) * batch / static_cast<double>(g.block) / static_cast<double>(t->ranks);
+          // Every rank's own cell runs (a kernel with a list per local row and head: each row
+          // has its diagonal tile there). Each cell's kernel time rounds to the nearest ns:
+          // allow W ns of rounding per rank.
+          const int64_t launch_heads = per_group * tmpl.micro_batch_sequences;
+          const double own_lists = static_cast<double>(g.layout.local_len() / g.block * launch_heads);
+          const auto bound = [&](const KernelCoefficients& c) {
+            const double us = c.launch_us + c.per_head_us * static_cast<double>(launch_heads) +
+                              c.per_list_us * own_lists + c.per_tile_us * per_rank +
+                              c.per_vertical_chunk_us * chunks_per_rank;
+            return std::max<SimNs>(0, static_cast<SimNs>(us * 1e3) - t->ranks - 1);
           };
-          t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward.per_tile_us));
-          t->coarse_b[static_cast<size_t>(l)] = std::max(t->coarse_b[static_cast<size_t>(l)], bound(cost.backward.per_tile_us));
+          t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward));
+          t->coarse_b[static_cast<size_t>(l)] = std::max(t->coarse_b[static_cast<size_t>(l)], bound(cost.backward));
         }
       }
     }
@@ -415,7 +499,16 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   });
   set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
   t.refined = strength;
-  if (keep_cells) remember_cells(geometry, std::move(kept));
+  if (keep_cells) {
+    // Only the busiest group's cells of each layer and direction: the ones the ring bound runs on.
+    std::vector<int64_t> all_layers(static_cast<size_t>(layers));
+    for (int64_t l = 0; l < layers; ++l) all_layers[static_cast<size_t>(l)] = l;
+    auto busiest = std::make_shared<CellTimes>();
+    keep_busiest(t.sum_f, t.sum_b, kept->forward, kept->backward, t.groups, w, all_layers, all_layers, busiest->forward,
+                 busiest->backward);
+    kept.reset();
+    remember_cells(geometry, std::move(busiest));
+  }
 }
 
 void StepLowerBound::set_rank_sums(GeometryTerms& t, std::vector<SimNs> sum_f, std::vector<SimNs> own_f,
@@ -484,9 +577,10 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
   std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
-  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles) {
+  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles, int64_t lists) {
     WorkCounts cell;
     cell.tiles = tiles * batch;
+    cell.lists = lists * batch;
     return kernel_time_ns(c, cell, heads_per_launch);
   };
   parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
@@ -502,8 +596,8 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       std::vector<SimNs> prefix_f(table.table.size() + 1, 0);
       std::vector<SimNs> prefix_b(table.table.size() + 1, 0);
       for (size_t r = 0; r < table.table.size(); ++r) {
-        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r]);
-        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r]);
+        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r], table.lists[r]);
+        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r], table.lists[r]);
       }
       for (size_t p = 0; p < w; ++p) {
         // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
@@ -515,27 +609,32 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       return;
     }
     // Zigzag: the cells of a rank, summed in closed form. A cell with tiles costs
-    // round(fixed + per tile x tiles); rounding each of n cells loses at most n / 2 ns, so
-    // n x fixed + per tile x tiles - n / 2 (less 1 ns for floating point) bounds their sum.
-    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles) {
+    // round(fixed + per list x lists + per tile x tiles); rounding each of n cells loses at most
+    // n / 2 ns, so n x fixed + per list x lists + per tile x tiles - n / 2 (less 1 ns for floating
+    // point) bounds their sum (the lists bound counts rows with a tile: cells without tiles add none).
+    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles, int64_t lists) {
       const double fixed_ns = (c.launch_us + c.per_head_us * static_cast<double>(heads_per_launch)) * 1e3;
       const double total = static_cast<double>(nonzero) * (fixed_ns - 0.5) +
-                           c.per_tile_us * 1e3 * static_cast<double>(tiles * batch) - 1.0;
+                           c.per_tile_us * 1e3 * static_cast<double>(tiles * batch) +
+                           c.per_list_us * 1e3 * static_cast<double>(lists * batch) - 1.0;
       return std::max<SimNs>(0, static_cast<SimNs>(std::floor(total)));
     };
     for (size_t p = 0; p < w; ++p) {
       int64_t nonzero = 0;
       int64_t tiles = 0;
+      int64_t lists = 0;
       for (size_t src = 0; src < w; ++src) {
         const int64_t x = table.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         nonzero += x > 0 ? 1 : 0;
         tiles += x;
+        lists += table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(src));
       }
       const int64_t own = table.at(static_cast<int32_t>(p), static_cast<int32_t>(p));
-      own_f[base + p] = cell_time(cost.forward, own);
-      own_b[base + p] = cell_time(cost.backward, own);
-      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles));
-      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles));
+      const int64_t own_lists = table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(p));
+      own_f[base + p] = cell_time(cost.forward, own, own_lists);
+      own_b[base + p] = cell_time(cost.backward, own, own_lists);
+      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles, lists));
+      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles, lists));
     }
   });
   set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
@@ -609,8 +708,13 @@ bool StepLowerBound::ring_bound_applies(const Candidate& c) const {
   return c.comm == CommPrimitive::p2p && w > 1 && w <= kMaxRingBoundRanks;
 }
 
+std::tuple<int32_t, int32_t, int32_t> StepLowerBound::ring_key(const Candidate& c) const {
+  const auto [order, hierarchy] = ring_rep_[static_cast<size_t>(c.order)][static_cast<size_t>(c.hierarchy)];
+  return {c.geometry, order, hierarchy};
+}
+
 bool StepLowerBound::ring_refined(const Candidate& c) const {
-  return ring_terms_.count({c.geometry, c.order, c.hierarchy}) > 0;
+  return ring_terms_.count(ring_key(c)) > 0;
 }
 
 StepLowerBound::RingSetup StepLowerBound::ring_setup(int32_t order, int32_t hierarchy_index) const {
@@ -658,24 +762,11 @@ SimNs StepLowerBound::ring_layer_ns(const RingSetup& setup, const GeometryTerms&
   const RingSchedule& schedule = setup.schedule;
   const int32_t w = schedule.ranks();
   const auto ww = static_cast<size_t>(w);
-  // One ring per layer and direction: the head group with the busiest rank (any group's pass
-  // bounds the layer, which waits for every group).
-  const std::vector<SimNs>& sums = backward ? gt.sum_b : gt.sum_f;
-  int64_t group = 0;
-  SimNs most = -1;
-  for (int64_t g = 0; g < gt.groups; ++g) {
-    for (size_t p = 0; p < ww; ++p) {
-      const SimNs v = sums[static_cast<size_t>(layer * gt.groups + g) * ww + p];
-      if (v > most) {
-        most = v;
-        group = g;
-      }
-    }
-  }
-  // Exact layers use their counted cells; the others the bounded ones.
+  // One ring per layer and direction, on the cells of the head group with the busiest rank (kept
+  // by refine and add_exact_layers). Exact layers use their counted cells; the others the bounded ones.
   const auto exact = gt.exact_cells.find(layer);
   const CellTimes& source = exact != gt.exact_cells.end() ? exact->second : bounded;
-  const size_t base = static_cast<size_t>((exact != gt.exact_cells.end() ? 0 : layer * gt.groups) + group) * ww * ww;
+  const size_t base = static_cast<size_t>(exact != gt.exact_cells.end() ? 0 : layer) * ww * ww;
   const std::vector<SimNs>& cells = backward ? source.backward : source.forward;
   RingInput input;
   input.keep_transfers = false;
@@ -717,7 +808,7 @@ void StepLowerBound::refine_ring(const Candidate& c, int threads) {
     (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
         ring_layer_ns(setup, gt, *cell, l, backward);
   });
-  ring_terms_.emplace(std::make_tuple(c.geometry, c.order, c.hierarchy), std::move(terms));
+  ring_terms_.emplace(ring_key(c), std::move(terms));
 }
 
 void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_t>& layers, const WorkSet& work,
@@ -778,7 +869,13 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
     }
     if (!t.exact[ul]) ++t.exact_count;
     t.exact[ul] = 1;
-    if (keep_cells) t.exact_cells[l] = std::move(cells[k]);
+    if (keep_cells) {
+      CellTimes busiest;
+      keep_busiest(t.sum_f, t.sum_b, cells[k].forward, cells[k].backward, t.groups, w, {0}, {l}, busiest.forward,
+                   busiest.backward);
+      t.exact_cells[l] = std::move(busiest);
+      cells[k] = CellTimes{};
+    }
   }
   // The ring bounds of this geometry, again for the layers they cover that are now exact.
   const auto first = ring_terms_.lower_bound(std::make_tuple(geometry, std::numeric_limits<int32_t>::min(),
@@ -794,8 +891,10 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
     parallel_for(static_cast<int64_t>(redo.size()) * 2, threads, [&](int64_t index) {
       const int64_t l = redo[static_cast<size_t>(index / 2)];
       const bool backward = index % 2 == 1;
-      (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)] =
-          ring_layer_ns(setup, t, *bounded, l, backward);
+      // Both are bounds; the counted cells may make another head group the busiest, whose ring
+      // can end earlier than the bounded one did: keep the larger.
+      SimNs& term = (backward ? terms.attention_bwd : terms.attention_fwd)[static_cast<size_t>(l)];
+      term = std::max(term, ring_layer_ns(setup, t, *bounded, l, backward));
     });
   }
 }
@@ -841,7 +940,7 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   const SimNs chain = all_gather ? 0 : hop_chain_ns(c);
   const SimNs dkv = (!all_gather && w > 1) ? o.dkv_hop : 0;
 
-  const auto ring_it = all_gather ? ring_terms_.end() : ring_terms_.find({c.geometry, c.order, c.hierarchy});
+  const auto ring_it = all_gather ? ring_terms_.end() : ring_terms_.find(ring_key(c));
   const RingTerms* ring = ring_it == ring_terms_.end() ? nullptr : &ring_it->second;
 
   SimNs forward = 0;
@@ -850,17 +949,22 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
   for (int64_t l = 0; l < model_.layers; ++l) {
     SimNs attn_f = 0;
     SimNs attn_b = 0;
+    // The coarse terms bound the busiest rank's kernel time too: a floor under every strength.
+    const SimNs busiest_f = gt.refined == 0 ? gt.coarse_f[static_cast<size_t>(l)]
+                                            : std::max(gt.max_f[static_cast<size_t>(l)], gt.coarse_f[static_cast<size_t>(l)]);
+    const SimNs busiest_b = gt.refined == 0 ? gt.coarse_b[static_cast<size_t>(l)]
+                                            : std::max(gt.max_b[static_cast<size_t>(l)], gt.coarse_b[static_cast<size_t>(l)]);
     if (ring != nullptr) {
-      attn_f = std::max({ring->attention_fwd[static_cast<size_t>(l)], gt.max_f[static_cast<size_t>(l)], chain});
-      attn_b = std::max({ring->attention_bwd[static_cast<size_t>(l)], std::max(gt.max_b[static_cast<size_t>(l)], chain) + dkv});
+      attn_f = std::max({ring->attention_fwd[static_cast<size_t>(l)], busiest_f, chain});
+      attn_b = std::max({ring->attention_bwd[static_cast<size_t>(l)], std::max(busiest_b, chain) + dkv});
     } else if (gt.refined == 0) {
       // All-gather: compute past the own chunk waits for the gather; the scatter follows it all.
       const SimNs wait = all_gather ? o.gather : chain;
       attn_f = std::max(gt.coarse_f[static_cast<size_t>(l)], wait);
       attn_b = std::max(gt.coarse_b[static_cast<size_t>(l)], wait) + (all_gather ? o.scatter : dkv);
     } else if (!all_gather) {
-      attn_f = std::max(gt.max_f[static_cast<size_t>(l)], chain);
-      attn_b = std::max(gt.max_b[static_cast<size_t>(l)], chain) + dkv;
+      attn_f = std::max(busiest_f, chain);
+      attn_b = std::max(busiest_b, chain) + dkv;
     } else {
       const auto ww = static_cast<size_t>(w);
       for (int64_t group = 0; group < gt.groups; ++group) {
@@ -874,6 +978,8 @@ SimNs StepLowerBound::step_ns(const Candidate& c) const {
         attn_f = std::max(attn_f, end_f);
         attn_b = std::max(attn_b, end_b + o.scatter);
       }
+      attn_f = std::max(attn_f, std::max(gt.coarse_f[static_cast<size_t>(l)], o.gather));
+      attn_b = std::max(attn_b, std::max(gt.coarse_b[static_cast<size_t>(l)], o.gather) + o.scatter);
     }
     const SimNs layer_forward = forward_rest + attn_f;
     SimNs layer_backward = backward_rest + attn_b;

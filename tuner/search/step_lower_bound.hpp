@@ -21,15 +21,19 @@
 //     max(sync - window, sync / layers) shrinks by at most what the backward grows), so the bounded
 //     layer times give a bounded step.
 // Strengths, each at least the one before:
-//   coarse  per geometry, from the layout-independent total tile count (every aligned layout
-//           lists the same tiles), spread evenly over the ring; available at once;
-//   cells   per geometry, from the per-cell work bound (refine(): tiles only, then tiles and
-//           representative chunks, then every chunk bound). Tiles come from one rank-pair table
-//           per head (work_lower_bound.hpp), summed per head group, so geometries that differ
-//           only in head grouping share them; zigzag rank sums are closed-form over the table,
-//           each rank's cells summed as (cells with tiles) x fixed cost + tiles x per-tile cost,
-//           less half a ns per cell for the simulator's rounding of each;
-//   ring    per (geometry, ring order, hierarchy), p2p only: the simulator's own ring event model
+//   coarse  per geometry, from layout-independent totals (every aligned layout lists the same
+//           tiles, and leaves the same visible columns uncovered: at least that many / block
+//           chunks), spread evenly over the ring, plus every rank's own cell (a list per local
+//           row); available at once, and a floor under the stronger bounds;
+//   cells   per geometry, from the per-cell work bound (refine(): tiles and rows with a tile,
+//           then tiles, exact lists and representative chunks, then every chunk bound). Tiles
+//           and rows with a tile come from one rank-pair table per head (work_lower_bound.hpp),
+//           summed per head group, so geometries that differ only in head grouping share them;
+//           zigzag rank sums are closed-form over the table, each rank's cells summed as (cells
+//           with tiles) x fixed cost + lists x per-list cost + tiles x per-tile cost, less half a
+//           ns per cell for the simulator's rounding of each;
+//   ring    per (geometry, ring order, hierarchy), p2p only (orders and hierarchies with the same
+//           level sizes and bounded hop times share it): the simulator's own ring event model
 //           (sim/ring/ring_simulation.hpp) run on the bounded kernel times with those hop times;
 //           backward with the mirror accumulator route runs it with the accumulators, and with
 //           the direct-return route without them (they only delay K/V hops that share their
@@ -144,6 +148,9 @@ class StepLowerBound {
   };
 
   RingSetup ring_setup(int32_t order, int32_t hierarchy) const;
+  /// Key of the candidate's ring bound: its geometry and the first (order, hierarchy) whose ring
+  /// setup equals its own.
+  std::tuple<int32_t, int32_t, int32_t> ring_key(const Candidate& candidate) const;
   /// The ring event model of one layer and direction on the busiest group's cells (counted ones
   /// for exact layers, else `bounded`).
   SimNs ring_layer_ns(const RingSetup& setup, const GeometryTerms& terms, const CellTimes& bounded, int64_t layer,
@@ -181,7 +188,8 @@ class StepLowerBound {
   std::vector<std::unique_ptr<DegreeTerms>> degree_terms_;
   std::vector<std::unique_ptr<OrderTerms>> order_terms_;
   std::vector<std::unique_ptr<GeometryTerms>> geometry_terms_;
-  std::map<std::tuple<int32_t, int32_t, int32_t>, RingTerms> ring_terms_;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, RingTerms> ring_terms_;  // by ring_key
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> ring_rep_;  // [order][hierarchy]: the pair whose ring bound it shares
   std::list<std::pair<int32_t, std::shared_ptr<const CellTimes>>> cell_cache_;
   size_t cell_cache_bytes_ = 0;
   mutable std::mutex memory_mutex_;

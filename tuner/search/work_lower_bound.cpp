@@ -139,48 +139,129 @@ std::vector<const std::vector<int64_t>*> diagonal_sets(const std::vector<const K
   return out;
 }
 
-/// Lists (rows with a tile) of every cell, added to `out`: every row of a rank has its diagonal
-/// tile on its own chunk; for striped layouts also, per row residue x modulo the period P = g W
-/// and K/V rank src, the smallest touched diagonal d_min(x, src) landing on a key block of src
-/// ((x - d) mod P in src's g residues): the rows i = x + k P >= d_min have a tile there.
-void row_lists(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m, WorkMatrix& out) {
+/// Rows with a tile between two units (stripes of g blocks) e = x - y >= 0 apart, per unit
+/// diagonal e: a diagonal d = q g + rem lists the rows [rem, g) of unit diagonal q and the rows
+/// [0, rem) of q + 1, so the rows of e are [0, prefix[e]) and [suffix[e], g) (file comment).
+struct UnitRows {
+  std::vector<int64_t> prefix;  // largest rem of the diagonals of unit diagonal e - 1 (0 if none)
+  std::vector<int64_t> suffix;  // smallest rem of the diagonals of unit diagonal e (g if none)
+
+  void build(const std::vector<int64_t>& d_set, int64_t g, int64_t units) {
+    prefix.assign(static_cast<size_t>(units), 0);
+    suffix.assign(static_cast<size_t>(units), g);
+    for (const int64_t d : d_set) {
+      const int64_t q = d / g;
+      if (q >= units) break;  // ascending
+      const int64_t rem = d - q * g;
+      suffix[static_cast<size_t>(q)] = std::min(suffix[static_cast<size_t>(q)], rem);
+      if (q + 1 < units) prefix[static_cast<size_t>(q + 1)] = std::max(prefix[static_cast<size_t>(q + 1)], rem);
+    }
+  }
+  /// Rows of a unit with a tile e units back (0 for e < 0).
+  int64_t rows(int64_t e, int64_t g) const {
+    if (e < 0) return 0;
+    return std::min(g, prefix[static_cast<size_t>(e)] + g - suffix[static_cast<size_t>(e)]);
+  }
+};
+
+/// Key block of the earliest kept column of each rank (m.blocks if it has none).
+void first_columns(const KeptPattern& head, const AlignedModel& m, int64_t block, std::vector<int64_t>& first) {
+  first.assign(static_cast<size_t>(m.ranks), m.blocks);
+  int64_t open = m.ranks;
+  for (const int64_t v : head.vertical_positions) {  // ascending
+    const int64_t key_block = v / block;
+    int64_t& slot = first[static_cast<size_t>(m.owner(key_block))];
+    if (slot == m.blocks) {
+      slot = key_block;
+      if (--open == 0) break;
+    }
+  }
+}
+
+/// Striped layouts: d_min[x x W + src], the smallest touched diagonal that lands row residue x
+/// (modulo the period P = g W, x in [x_from, x_from + rows)) on a key block of src (kNone if none).
+constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+void smallest_diagonals(const std::vector<int64_t>& d_set, const AlignedModel& m, int64_t x_from, int64_t rows,
+                        std::vector<int64_t>& d_min) {
   const int64_t w = m.ranks;
-  const int64_t local_rows = m.blocks / w;
+  const int64_t period = m.g * w;
+  d_min.assign(static_cast<size_t>(rows * w), kNone);
+  int64_t open = rows * w;
+  for (const int64_t d : d_set) {
+    if (d >= m.blocks || open == 0) break;
+    int64_t y = ((x_from - d) % period + period) % period;  // (x - d) mod P at x = x_from
+    for (int64_t x = 0; x < rows; ++x) {
+      int64_t& slot = d_min[static_cast<size_t>(x * w + y / m.g)];
+      if (slot == kNone) {
+        slot = d;
+        --open;
+      }
+      if (++y == period) y = 0;
+    }
+  }
+}
+
+/// Lists of every cell, added to `out`, exact: a row (head, query block I) has a list on the
+/// chunk of src iff it has a tile there or sees a kept column of src, i.e. I >= the key block K of
+/// src's earliest column (the kernel's semantics: a row without a tile covers no column). Both
+/// are unions of simple row sets:
+///  - contiguous and zigzag: in a unit x of g rows, the rows with a tile on key unit y are
+///    [0, prefix[x - y]) and [suffix[x - y], g) (UnitRows), the ones that see the column
+///    [K - x g, g): a union of one prefix and one suffix per unit;
+///  - striped: per row residue x modulo the period P = g W, the rows i = x + k P from the
+///    smallest touched diagonal d landing x on src ((x - d) mod P among src's residues) and the
+///    rows from K: the rows from the smaller of the two.
+void aligned_lists(const std::vector<const KeptPattern*>& heads, const std::vector<const std::vector<int64_t>*>& diagonals,
+                   const AlignedModel& m, int64_t block, WorkMatrix& out) {
+  const int64_t w = m.ranks;
+  std::vector<int64_t> first;
   if (m.zigzag || m.stripes == 1) {
-    for (int64_t p = 0; p < w; ++p) {
-      out.at(static_cast<int32_t>(p), static_cast<int32_t>(p)).lists += local_rows * static_cast<int64_t>(diagonals.size());
+    const int64_t units = m.zigzag ? 2 * w : w;
+    UnitRows unit;
+    for (size_t h = 0; h < heads.size(); ++h) {
+      unit.build(*diagonals[h], m.g, units);
+      first_columns(*heads[h], m, block, first);
+      for (int64_t p = 0; p < w; ++p) {
+        for (int64_t src = 0; src < w; ++src) {
+          int64_t rows = 0;
+          const int64_t row_units[2] = {p, 2 * w - 1 - p};
+          const int64_t key_units[2] = {src, 2 * w - 1 - src};
+          for (int i = 0; i < (m.zigzag ? 2 : 1); ++i) {
+            const int64_t x = row_units[i];
+            int64_t prefix = 0;
+            int64_t suffix = m.g;
+            for (int j = 0; j < (m.zigzag ? 2 : 1); ++j) {
+              const int64_t e = x - key_units[j];
+              if (e < 0) continue;
+              prefix = std::max(prefix, unit.prefix[static_cast<size_t>(e)]);
+              suffix = std::min(suffix, unit.suffix[static_cast<size_t>(e)]);
+            }
+            suffix = std::min(suffix, clamp_to(first[static_cast<size_t>(src)] - x * m.g, 0, m.g));
+            rows += std::min(m.g, prefix + m.g - suffix);
+          }
+          out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).lists += rows;
+        }
+      }
     }
     return;
   }
   const int64_t period = m.g * w;
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  std::vector<int64_t> d_min(static_cast<size_t>(period * w));  // [x x W + src]
+  std::vector<int64_t> d_min;
   const auto rows_from = [&](int64_t x, int64_t lo) {  // rows i = x + k P with lo <= i < blocks
+    if (lo == kNone) return int64_t{0};
     const int64_t all = (m.blocks - x + period - 1) / period;
     const int64_t below = lo > x ? (lo - x + period - 1) / period : 0;
     return std::max<int64_t>(0, all - below);
   };
-  for (const std::vector<int64_t>* set : diagonals) {
-    std::fill(d_min.begin(), d_min.end(), kNone);
-    int64_t open = period * w;
-    for (const int64_t d : *set) {
-      if (d >= m.blocks || open == 0) break;
-      int64_t y = ((-d) % period + period) % period;  // (x - d) mod P at x = 0
-      for (int64_t x = 0; x < period; ++x) {
-        int64_t& slot = d_min[static_cast<size_t>(x * w + y / m.g)];
-        if (slot == kNone) {
-          slot = d;
-          --open;
-        }
-        if (++y == period) y = 0;
-      }
-    }
+  for (size_t h = 0; h < heads.size(); ++h) {
+    smallest_diagonals(*diagonals[h], m, 0, period, d_min);
+    first_columns(*heads[h], m, block, first);
     for (int64_t p = 0; p < w; ++p) {
       for (int64_t src = 0; src < w; ++src) {
+        const int64_t seen = first[static_cast<size_t>(src)] < m.blocks ? first[static_cast<size_t>(src)] : kNone;
         int64_t rows = 0;
         for (int64_t x = p * m.g; x < (p + 1) * m.g; ++x) {
-          const int64_t lo = d_min[static_cast<size_t>(x * w + src)];
-          if (lo != kNone) rows += rows_from(x, lo);
+          rows += rows_from(x, std::min(d_min[static_cast<size_t>(x * w + src)], seen));
         }
         out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).lists += rows;
       }
@@ -217,7 +298,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
     }
   }
 
-  row_lists(diagonals, m, out);
+  aligned_lists(heads, diagonals, m, block, out);
   if (columns == ColumnBound::none) return;
   const bool dense_columns = columns == ColumnBound::dense;
   // Chunks, per (head, K/V rank src) with kept columns, K = key block of src's earliest column:
@@ -420,10 +501,15 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   }
 }
 
-/// Fine stripes: fills `out` (tiles and, with `with_chunks`, the representative chunks) and
-/// returns the tiles by rank offset r = p - src at [r + W - 1]. `out` may be null.
+/// Fine stripes: fills `out` (tiles, lists and, with `with_chunks`, the representative chunks)
+/// and returns the tiles by rank offset r = p - src at [r + W - 1]; `lists_by_offset`, if not
+/// null, gets the rows with a tile by offset (the lists of a cell without its columns). `out` may
+/// be null. Row i of (p, src) has a tile iff i >= the smallest diagonal of D_r, and sees the
+/// earliest kept column of src from the first block whose last stripe reaches its stripe: its
+/// lists are the rows from the smaller of the two.
 std::vector<int64_t> fine_striped_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout,
-                                        int64_t block, WorkMatrix* out, bool with_chunks) {
+                                        int64_t block, WorkMatrix* out, bool with_chunks,
+                                        std::vector<int64_t>* lists_by_offset = nullptr) {
   const int64_t w = layout.ranks();
   const auto ww = static_cast<size_t>(w);
   const int64_t grain = layout.granularity_tokens();
@@ -431,6 +517,7 @@ std::vector<int64_t> fine_striped_bound(const std::vector<const KeptPattern*>& h
   const int64_t local_blocks = layout.local_len() / block;
   const bool chunks = with_chunks && out != nullptr && w <= 128;  // costs W^2 log per head
   std::vector<int64_t> by_offset(2 * ww, 0);
+  if (lists_by_offset != nullptr) lists_by_offset->assign(2 * ww - 1, 0);
   std::vector<std::vector<int64_t>> d_r(2 * ww);  // per r + W - 1: the block diagonals, ascending
   std::vector<int64_t> largest(2 * ww);            // per r + W - 1: the largest block diagonal so far
   for (const KeptPattern* head : heads) {
@@ -453,22 +540,38 @@ std::vector<int64_t> fine_striped_bound(const std::vector<const KeptPattern*>& h
       add(e / w, e % w);
       if (e % w != 0) add(e / w + 1, e % w - w);
     }
-    if (!chunks) continue;
+    const auto tiled_from = [&](int64_t r) {  // first row with a tile at offset r (local_blocks if none)
+      const std::vector<int64_t>& list = d_r[static_cast<size_t>(r + w - 1)];
+      return list.empty() ? local_blocks : list.front();
+    };
+    if (lists_by_offset != nullptr) {
+      for (int64_t r = -(w - 1); r < w; ++r) (*lists_by_offset)[static_cast<size_t>(r + w - 1)] += local_blocks - tiled_from(r);
+    }
+    if (out == nullptr) continue;
     // Earliest kept column of each K/V rank.
     std::vector<int64_t> rep(ww, -1);
     for (const int64_t v : head->vertical_positions) {
       const TokenOwner o = layout.owner(v);
       if (rep[static_cast<size_t>(o.ring_rank)] < 0) rep[static_cast<size_t>(o.ring_rank)] = v;
     }
+    const auto first_seen = [&](int64_t p, int64_t v) {  // first local q block of p whose last stripe reaches v's
+      const int64_t t = v / grain - p - (m - 1) * w;
+      return t <= 0 ? int64_t{0} : (t + m * w - 1) / (m * w);
+    };
+    for (int64_t p = 0; p < w; ++p) {
+      for (int64_t src = 0; src < w; ++src) {
+        const int64_t v = rep[static_cast<size_t>(src)];
+        const int64_t from = std::min(tiled_from(p - src), v < 0 ? local_blocks : first_seen(p, v));
+        out->at(static_cast<int32_t>(p), static_cast<int32_t>(src)).lists += std::max<int64_t>(0, local_blocks - from);
+      }
+    }
+    if (!chunks) continue;
     for (int64_t src = 0; src < w; ++src) {
       const int64_t v = rep[static_cast<size_t>(src)];
       if (v < 0) continue;
       const int64_t j = layout.owner(v).local_index / block;
-      const int64_t stripe = v / grain;
       for (int64_t p = 0; p < w; ++p) {
-        // First local q block of p whose last stripe reaches the column's stripe.
-        const int64_t t = stripe - p - (m - 1) * w;
-        const int64_t i0 = t <= 0 ? 0 : (t + m * w - 1) / (m * w);
+        const int64_t i0 = first_seen(p, v);
         if (i0 >= local_blocks) continue;
         const std::vector<int64_t>& list = d_r[static_cast<size_t>(p - src + w - 1)];
         const auto first = std::lower_bound(list.begin(), list.end(), i0 - j);
@@ -533,12 +636,63 @@ int64_t RankPairTiles::at(int32_t q, int32_t kv) const {
   return f_at(a[0] - b[0]) + f_at(a[0] - b[1]) + f_at(a[1] - b[0]) + f_at(a[1] - b[1]);
 }
 
+int64_t RankPairTiles::lists_at(int32_t q, int32_t kv) const {
+  const int64_t w = ranks;
+  if (form == Form::offset) return lists[static_cast<size_t>(q - kv + w - 1)];
+  const auto r_at = [&](int64_t e) { return e >= 0 && e < 2 * w ? lists[static_cast<size_t>(e)] : int64_t{0}; };
+  const int64_t a[2] = {q, 2 * w - 1 - q};
+  const int64_t b[2] = {kv, 2 * w - 1 - kv};
+  return std::max(r_at(a[0] - b[0]), r_at(a[0] - b[1])) + std::max(r_at(a[1] - b[0]), r_at(a[1] - b[1]));
+}
+
 RankPairTiles& RankPairTiles::operator+=(const RankPairTiles& other) {
-  require(form == other.form && ranks == other.ranks && table.size() == other.table.size(),
+  require(form == other.form && ranks == other.ranks && table.size() == other.table.size() &&
+              lists.size() == other.lists.size(),
           "rank-pair tile tables of different layouts cannot be added");
   for (size_t k = 0; k < table.size(); ++k) table[k] += other.table[k];
+  for (size_t k = 0; k < lists.size(); ++k) lists[k] += other.lists[k];
   return *this;
 }
+
+namespace {
+
+/// The rows-with-a-tile tables of RankPairTiles::lists for aligned layouts (work_lower_bound.hpp).
+std::vector<int64_t> aligned_list_table(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m) {
+  const int64_t w = m.ranks;
+  if (m.zigzag || m.stripes == 1) {
+    // Zigzag: rows per unit diagonal e in [0, 2W); contiguous: per offset r = e in [0, W) at [r + W - 1].
+    const int64_t units = m.zigzag ? 2 * w : w;
+    std::vector<int64_t> out(static_cast<size_t>(m.zigzag ? 2 * w : 2 * w - 1), 0);
+    UnitRows unit;
+    for (const std::vector<int64_t>* set : diagonals) {
+      unit.build(*set, m.g, units);
+      for (int64_t e = 0; e < units; ++e) out[static_cast<size_t>(m.zigzag ? e : e + w - 1)] += unit.rows(e, m.g);
+    }
+    return out;
+  }
+  // Striped: the rows of residue x >= d_min(x, src) number at least stripes - ceil(d_min / P), and
+  // the multiset of d_min over p's residues depends on (p - src) mod W alone (shifting x by g and
+  // src by one rank maps one onto the other): computed at p = 0.
+  const int64_t period = m.g * w;
+  std::vector<int64_t> out(static_cast<size_t>(2 * w - 1), 0);
+  std::vector<int64_t> d_min;
+  for (const std::vector<int64_t>* set : diagonals) {
+    smallest_diagonals(*set, m, 0, m.g, d_min);
+    for (int64_t src = 0; src < w; ++src) {
+      int64_t rows = 0;
+      for (int64_t x = 0; x < m.g; ++x) {
+        const int64_t d = d_min[static_cast<size_t>(x * w + src)];
+        if (d != kNone) rows += std::max<int64_t>(0, m.stripes - (d + period - 1) / period);
+      }
+      const int64_t r = (w - src) % w;  // (p - src) mod W at p = 0
+      out[static_cast<size_t>(r + w - 1)] += rows;
+      if (r > 0) out[static_cast<size_t>(r - 1)] += rows;  // offset r - W
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
                               const std::vector<const std::vector<int64_t>*>& diagonals) {
@@ -551,9 +705,10 @@ RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, cons
     const std::vector<const std::vector<int64_t>*> sets = diagonal_sets(heads, diagonals, block, computed);
     out.form = m.zigzag ? RankPairTiles::Form::zigzag : RankPairTiles::Form::offset;
     out.table = m.zigzag ? stripe_weights(sets, m) : periodic_offsets(sets, m);
+    out.lists = aligned_list_table(sets, m);
   } else if (fine_striped(layout, block)) {
     out.form = RankPairTiles::Form::offset;
-    out.table = fine_striped_bound(heads, layout, block, nullptr, false);
+    out.table = fine_striped_bound(heads, layout, block, nullptr, false, &out.lists);
   }
   return out;
 }

@@ -15,11 +15,16 @@
 // diagonal u W + (p - src) in the stripe-level set E lies in [(i-j) m - m + 1, (i-j) m + m - 1],
 // i.e. iff i - j is in D_r = { floor(u/m), ceil(u/m) : u W + r in E } with r = p - src: exact
 // too. Other layouts (partial blocks) get 0 tiles.
-// Lists. Aligned layouts only: a row (head, query block) with a tile has a list. Every row has its
-// diagonal tile on its own chunk; for striped layouts, the rows of query residue x modulo the
-// period P = g W have a tile on K/V rank src from the first row at or after the smallest touched
-// diagonal d with (x - d) mod P in src's stripe residues, in O(|D| x P) per head. Rows with only
-// columns are not counted.
+// Lists, exact where tiles are: a row (head, query block I) has a list on the chunk of src iff it
+// has a tile there or sees a kept column of src (a row without a tile covers no column), and it
+// sees one iff I >= K, the key block of src's earliest column. In a unit of g rows (contiguous,
+// zigzag), the rows with a tile on a key unit e units back are a prefix and a suffix: a diagonal
+// d = q g + rem lists rows [rem, g) at e = q and [0, rem) at e = q + 1; with the rows from K that
+// is one prefix and one suffix per unit. For striped layouts the rows of query residue x modulo
+// the period P = g W have a tile on src from the smallest touched diagonal d with (x - d) mod P in
+// src's stripe residues on, so the lists are the rows of residue x from min(d, K), in O(|D| x P)
+// per head. Fine stripes: a row i has a tile iff i >= min D_r, and sees the column from the first
+// block whose last stripe reaches the column's stripe.
 // Chunks. For every K/V rank, one representative kept column (the earliest it owns): in every
 // query block of rank p that can see it (causality) and whose tile list misses its key block, the
 // column list of that (head, query block) is non-empty, so the kernel gathers at least one chunk
@@ -76,9 +81,16 @@ struct RankPairTiles {
   Form form = Form::none;
   int32_t ranks = 0;
   std::vector<int64_t> table;
+  /// A lower bound of the rows with a tile (lists without their columns), in the same form:
+  /// offset form: by offset (exact for contiguous and fine stripes; for aligned stripes the rows
+  /// from each residue's smallest diagonal, less one per residue); zigzag: the exact rows per unit
+  /// diagonal, a cell taking the larger of its two key units per row unit.
+  std::vector<int64_t> lists;
 
   /// Tiles of q rank `q` on the K/V chunk of rank `kv`. Precondition: form != none.
   int64_t at(int32_t q, int32_t kv) const;
+  /// The lists bound of that cell (only rows with a tile: a cell with lists > 0 has tiles > 0).
+  int64_t lists_at(int32_t q, int32_t kv) const;
   /// Adds another head's (or group's) table of the same form and ranks.
   RankPairTiles& operator+=(const RankPairTiles& other);
 };

@@ -714,23 +714,48 @@ void WorkCounter::set_key_bits(uint64_t* bits, int64_t lo, int64_t hi) {
 void WorkCounter::mark_key_blocks(int32_t q_rank, int32_t kv_rank) {
   // Key member b of class B has a tile iff a - b is a present offset for some member a of some
   // query class A: the present offsets [lo, hi] of (A, B) give b in [-hi, members(A) - 1 - lo]
-  // (a sum of two integer intervals is an interval). Irregular blocks were checked tile by tile.
+  // (a sum of two integer intervals is an interval). The intervals of a class are merged before
+  // their bits are set. Irregular blocks were checked tile by tile.
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   uint64_t* bits = key_bits_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * key_words_;
+  key_member_intervals_.resize(geo_.k_classes.size());
   for (size_t p = 0; p < geo_.pairs.size(); ++p) {
     const ClassPair& pair = geo_.pairs[p];
     const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
-    const BlockClass& kc = geo_.k_classes[static_cast<size_t>(pair.k_class)];
+    const int64_t members_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
     for (const Interval& run : pair_presence_[p]->mu.runs()) {
       const int64_t lo = std::max<int64_t>(0, -run.hi);
-      const int64_t hi = std::min(kc.members - 1, count_a - 1 - run.lo);
-      if (lo > hi) continue;
+      const int64_t hi = std::min(members_b - 1, count_a - 1 - run.lo);
+      if (lo <= hi) key_member_intervals_[static_cast<size_t>(pair.k_class)].emplace_back(lo, hi);
+    }
+  }
+  for (size_t k = 0; k < geo_.k_classes.size(); ++k) {
+    std::vector<std::pair<int64_t, int64_t>>& intervals = key_member_intervals_[k];
+    if (intervals.empty()) continue;
+    std::sort(intervals.begin(), intervals.end());
+    const BlockClass& kc = geo_.k_classes[k];
+    const auto set_members = [&](int64_t lo, int64_t hi) {
       if (kc.block_stride == 1) {
         set_key_bits(bits, kc.first_block + lo, kc.first_block + hi);
+        return;
+      }
+      for (int64_t b = lo, block = kc.first_block + lo * kc.block_stride; b <= hi; ++b, block += kc.block_stride) {
+        bits[static_cast<size_t>(block >> 6)] |= uint64_t{1} << (block & 63);
+      }
+    };
+    int64_t lo = intervals.front().first;
+    int64_t hi = intervals.front().second;
+    for (const auto& [next_lo, next_hi] : intervals) {
+      if (next_lo > hi + 1) {
+        set_members(lo, hi);
+        lo = next_lo;
+        hi = next_hi;
       } else {
-        for (int64_t b = lo; b <= hi; ++b) set_key_bits(bits, kc.first_block + b * kc.block_stride, kc.first_block + b * kc.block_stride);
+        hi = std::max(hi, next_hi);
       }
     }
+    set_members(lo, hi);
+    intervals.clear();
   }
   for (const int64_t j : irregular_key_hits_) set_key_bits(bits, j, j);
 }

@@ -200,6 +200,9 @@ class WorkCounter {
   size_t key_words_ = 0;
   std::vector<uint64_t> key_bits_;
   std::vector<int64_t> irregular_key_hits_;  ///< key blocks of irregular tiles found by count_pair
+  /// Per key class, the member intervals with a tile (mark_key_blocks' scratch: merged before
+  /// their bits are set, so a member that many pairs hit is set once).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> key_member_intervals_;
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;
 };

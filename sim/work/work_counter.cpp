@@ -17,6 +17,39 @@ constexpr size_t kMaxMemoizedPairs = 256;
 /// WorkCounter::KeyBlockColumns): 0 below the owner, 1 the owner, 2 above.
 int visibility_case(int32_t q_rank, int32_t kv_rank) { return q_rank < kv_rank ? 0 : (q_rank == kv_rank ? 1 : 2); }
 
+/// The column work of query blocks, summed: a block that sees `columns` kept columns gathers them
+/// in ceil(columns / block_k) chunks and ceil(columns / column_item) items of one list (none when
+/// it sees none). Covered columns are visible ones, so a block's count is never negative.
+struct ColumnTotals {
+  int64_t columns = 0;
+  int64_t chunks = 0;
+  int64_t lists = 0;
+  int64_t items = 0;
+
+  /// For block_k = 2^chunk_shift and column_item = 2^item_shift: ceilings by shifts (the sweeps'
+  /// inner loops).
+  void add_shifted(int64_t block_columns, int chunk_shift, int item_shift) {
+    const int64_t c = std::max<int64_t>(block_columns, 0);
+    columns += c;
+    chunks += (c + (int64_t{1} << chunk_shift) - 1) >> chunk_shift;
+    lists += c > 0 ? 1 : 0;
+    items += (c + (int64_t{1} << item_shift) - 1) >> item_shift;
+  }
+  void add(int64_t block_columns, int64_t block_k, int64_t column_item) {
+    if (block_columns <= 0) return;
+    columns += block_columns;
+    chunks += ceil_div(block_columns, block_k);
+    lists += 1;
+    items += ceil_div(block_columns, column_item);
+  }
+  void add_to(WorkCounts& counts) const {
+    counts.columns += columns;
+    counts.column_chunks += chunks;
+    counts.column_lists += lists;
+    counts.column_items += items;
+  }
+};
+
 }  // namespace
 
 WorkCounter::WorkCounter(const BlockGeometry& geometry)
@@ -509,12 +542,7 @@ void WorkCounter::count_columns_strided(int c, int32_t kv_rank, WorkCounts& coun
   const size_t key = static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c);
   const int32_t* const visible = visible_.data() + key * static_cast<size_t>(geo_.q_blocks);
   const int64_t from = visible_first_[key];
-  const int64_t round_up = geo_.block_k - 1;
-  const int64_t item_round_up = geo_.column_item - 1;
-  int64_t columns_total = 0;
-  int64_t chunks_total = 0;
-  int64_t lists_total = 0;
-  int64_t items_total = 0;
+  ColumnTotals totals;
   for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
     const BlockClass& qc = geo_.q_classes[a];
     int64_t* const diff = covered_diff_.data() + class_offset_[a];
@@ -524,18 +552,11 @@ void WorkCounter::count_columns_strided(int c, int32_t kv_rank, WorkCounts& coun
     for (int64_t m = first; m < qc.members; ++m, i += qc.block_stride) {
       covered += diff[m];
       diff[m] = 0;
-      const int64_t columns = std::max<int64_t>(visible[i] + covered, 0);
-      columns_total += columns;
-      chunks_total += (columns + round_up) >> block_k_shift_;
-      lists_total += columns > 0 ? 1 : 0;
-      items_total += (columns + item_round_up) >> item_shift_;
+      totals.add_shifted(visible[i] + covered, block_k_shift_, item_shift_);
     }
     diff[qc.members] = 0;
   }
-  counts.columns += columns_total;
-  counts.column_chunks += chunks_total;
-  counts.column_lists += lists_total;
-  counts.column_items += items_total;
+  totals.add_to(counts);
 }
 
 void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& counts) {
@@ -548,27 +569,15 @@ void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& coun
   const size_t key = static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c);
   const int32_t* const visible = visible_.data() + key * q_blocks;
   const auto from = static_cast<size_t>(visible_first_[key]);
-  const int64_t round_up = geo_.block_k - 1;
   int64_t minus_covered = 0;  // running sum of diff: minus the columns covered
-  const int64_t item_round_up = geo_.column_item - 1;
-  int64_t columns_total = 0;
-  int64_t chunks_total = 0;
-  int64_t lists_total = 0;
-  int64_t items_total = 0;
+  ColumnTotals totals;
   for (size_t i = from; i < q_blocks; ++i) {
     minus_covered += diff[i];
     diff[i] = 0;
-    const int64_t columns = visible[i] + minus_covered;
-    columns_total += columns;
-    chunks_total += (columns + round_up) >> block_k_shift_;
-    lists_total += columns > 0 ? 1 : 0;
-    items_total += (columns + item_round_up) >> item_shift_;
+    totals.add_shifted(visible[i] + minus_covered, block_k_shift_, item_shift_);
   }
   diff[q_blocks] = 0;
-  counts.columns += columns_total;
-  counts.column_chunks += chunks_total;
-  counts.column_lists += lists_total;
-  counts.column_items += items_total;
+  totals.add_to(counts);
 }
 
 void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts) {
@@ -607,17 +616,6 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
     }
   }
   if (!strided_classes_) cover_flat(c, kv_rank, block_diff_.data());
-  int64_t columns_total = 0;
-  int64_t chunks_total = 0;
-  int64_t lists_total = 0;
-  int64_t items_total = 0;
-  const auto add_block = [&](int64_t columns) {
-    if (columns <= 0) return;
-    columns_total += columns;
-    chunks_total += columns <= block_k ? 1 : ceil_div(columns, block_k);
-    lists_total += 1;
-    items_total += ceil_div(columns, geo_.column_item);
-  };
   for (size_t k = 1; k < block_diff_.size(); ++k) block_diff_[k] += block_diff_[k - 1];
   if (any_direct) {
     for (size_t i = 0; i < covered_direct_.size(); ++i) block_diff_[i] -= covered_direct_[i];
@@ -635,24 +633,15 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
       }
     }
   }
+  ColumnTotals totals;
   if (block_k_shift_ >= 0 && item_shift_ >= 0) {
-    // Covered columns are visible ones, so no block's count is negative: ceil by a shift.
-    const int64_t round_up = block_k - 1;
-    const int64_t item_round_up = geo_.column_item - 1;
     for (int64_t i = 0; i < q_blocks; ++i) {
-      const int64_t columns = std::max<int64_t>(block_diff_[static_cast<size_t>(i)], 0);
-      columns_total += columns;
-      chunks_total += (columns + round_up) >> block_k_shift_;
-      lists_total += columns > 0 ? 1 : 0;
-      items_total += (columns + item_round_up) >> item_shift_;
+      totals.add_shifted(block_diff_[static_cast<size_t>(i)], block_k_shift_, item_shift_);
     }
   } else {
-    for (int64_t i = 0; i < q_blocks; ++i) add_block(block_diff_[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < q_blocks; ++i) totals.add(block_diff_[static_cast<size_t>(i)], block_k, geo_.column_item);
   }
-  counts.columns += columns_total;
-  counts.column_chunks += chunks_total;
-  counts.column_lists += lists_total;
-  counts.column_items += items_total;
+  totals.add_to(counts);
 }
 
 WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {

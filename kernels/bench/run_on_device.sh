@@ -59,17 +59,19 @@ if [ "$TESTS" != none ]; then
   fi
   stamp "GPU tests $test_status: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED|Failure|error" "$OUT/tests.log" | head -20
-  [ "${SANITIZE:-1}" = 1 ] && {
-    echo "== memcheck"
-    compute-sanitizer --tool memcheck --error-exitcode 9 $BUILD/tests/kernels_gpu/kernels_gpu_tests \
-      --gtest_filter='SparseAttnFwdGpu.OddLengthsAndTailBlocks:SparseAttnFwdGpu.RowsThatKeepOnlyThemselves:SparseIndexTransposeGpu.*:SparseAttnBwdGpu.SelfOnlyVerticalsOnlyAndDense:EstimatePatternGpu.*:RecallSelectGpu.*:SparseIndexBuildGpu.*'
-    echo "memcheck exit $?"
-    echo "== racecheck"
-    compute-sanitizer --tool racecheck --error-exitcode 9 $BUILD/tests/kernels_gpu/kernels_gpu_tests \
-      --gtest_filter='SparseAttnFwdGpu.RowsThatKeepOnlyThemselves:SparseAttnBwdGpu.SelfOnlyVerticalsOnlyAndDense:SparseIndexBuildGpu.*:EstimatePatternGpu.*'
-    echo "racecheck exit $?"
-  } > "$OUT/sanitizer.log" 2>&1
-  [ "${SANITIZE:-1}" = 1 ] && stamp "sanitizer: $(grep -E 'exit|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
+  if [ "${SANITIZE:-1}" = 1 ]; then
+    {
+      echo "== memcheck"
+      compute-sanitizer --tool memcheck --error-exitcode 9 $BUILD/tests/kernels_gpu/kernels_gpu_tests \
+        --gtest_filter='SparseAttnFwdGpu.OddLengthsAndTailBlocks:SparseAttnFwdGpu.RowsThatKeepOnlyThemselves:SparseIndexTransposeGpu.*:SparseAttnBwdGpu.SelfOnlyVerticalsOnlyAndDense:EstimatePatternGpu.*:RecallSelectGpu.*:SparseIndexBuildGpu.*'
+      echo "memcheck exit $?"
+      echo "== racecheck"
+      compute-sanitizer --tool racecheck --error-exitcode 9 $BUILD/tests/kernels_gpu/kernels_gpu_tests \
+        --gtest_filter='SparseAttnFwdGpu.RowsThatKeepOnlyThemselves:SparseAttnBwdGpu.SelfOnlyVerticalsOnlyAndDense:SparseIndexBuildGpu.*:EstimatePatternGpu.*'
+      echo "racecheck exit $?"
+    } > "$OUT/sanitizer.log" 2>&1
+    stamp "sanitizer: $(grep -E 'exit|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
+  fi
 fi
 
 python3 -X faulthandler kernels/bench/check_capi.py --lib $LIB > "$OUT/capi.log" 2>&1

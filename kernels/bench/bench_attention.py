@@ -137,22 +137,25 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
         lib.sparse_attn_bwd(q, k, v, dout, lse, delta, index, dq, dk, dv)
     row["ours_bwd"] = time_ms(ours_bwd, w, r)
     row["ours_fwd"]["tflops"] = fwd_flop / row["ours_fwd"]["median_ms"] / 1e9
-    # The other forward kernels on the same tensors (the library reads SPARSERING_FORWARD_KERNEL
-    # at every launch; "automatic" above is what a user gets).
-    for kernel in args.forward_kernels:
-        previous = os.environ.get("SPARSERING_FORWARD_KERNEL")
-        os.environ["SPARSERING_FORWARD_KERNEL"] = kernel
-        try:
-            timing = time_ms(lambda: lib.sparse_attn_fwd(q, k, v, index, out, lse), w, r)
-            timing["tflops"] = fwd_flop / timing["median_ms"] / 1e9
-            row[f"ours_fwd_{kernel}"] = timing
-        except Exception as error:  # e.g. wgmma asked for on a GPU that cannot run it
-            row[f"ours_fwd_{kernel}_error"] = repr(error)[:300]
-        finally:
-            if previous is None:
-                os.environ.pop("SPARSERING_FORWARD_KERNEL", None)
-            else:
-                os.environ["SPARSERING_FORWARD_KERNEL"] = previous
+    # The other kernels on the same tensors (the library reads SPARSERING_FORWARD_KERNEL and
+    # SPARSERING_BACKWARD_KERNEL at every launch; "automatic" above is what a user gets).
+    for direction, kernels, launch, flop in (("fwd", args.forward_kernels, lambda: lib.sparse_attn_fwd(q, k, v, index, out, lse), fwd_flop),
+                                             ("bwd", args.backward_kernels, ours_bwd, 2.5 * fwd_flop)):
+        variable = "SPARSERING_FORWARD_KERNEL" if direction == "fwd" else "SPARSERING_BACKWARD_KERNEL"
+        for kernel in kernels:
+            previous = os.environ.get(variable)
+            os.environ[variable] = kernel
+            try:
+                timing = time_ms(launch, w, r)
+                timing["tflops"] = flop / timing["median_ms"] / 1e9
+                row[f"ours_{direction}_{kernel}"] = timing
+            except Exception as error:  # e.g. wgmma asked for on a GPU that cannot run it
+                row[f"ours_{direction}_{kernel}_error"] = repr(error)[:300]
+            finally:
+                if previous is None:
+                    os.environ.pop(variable, None)
+                else:
+                    os.environ[variable] = previous
     row["ours_bwd"]["tflops"] = 2.5 * fwd_flop / row["ours_bwd"]["median_ms"] / 1e9
 
     if flex is not None:
@@ -238,7 +241,7 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
 
 def table(results: list) -> str:
     head = (f"{'config':28} {'N':>7} {'dens':>6} | {'ours fwd ms':>11} {'TF/s':>5} {'bwd ms':>8} {'TF/s':>5} | "
-            f"{'flex fwd':>8} {'bwd':>8} {'x fwd':>5} {'x bwd':>5} | {'flash f/b ms':>14} {'x dense':>7} | {'err out/dq':>11}")
+            f"{'flex fwd':>8} {'bwd':>8} {'x fwd':>5} {'x bwd':>5} | {'mma f/b ms':>13} | {'flash f/b ms':>14} {'x dense':>7} | {'err out/dq':>11}")
     lines = [head, "-" * len(head)]
     for row in results:
         of, ob = row["ours_fwd"], row["ours_bwd"]
@@ -246,6 +249,8 @@ def table(results: list) -> str:
         fl = row.get("sdpa_flash", {})
         flash = f"{fl['fwd']['median_ms']:.1f}/{fl['bwd']['median_ms']:.1f}" if "fwd" in fl else "-"
         speedup = f"{fl['fwd']['median_ms'] / of['median_ms']:.1f}" if "fwd" in fl else "-"
+        mf, mb = row.get("ours_fwd_mma_sync"), row.get("ours_bwd_mma_sync")
+        mma = f"{mf['median_ms'] if mf else float('nan'):.2f}/{mb['median_ms'] if mb else float('nan'):.2f}"
         chk = row.get("check_vs_flex", {})
         err = f"{chk.get('out_rel', float('nan')):.0e}/{chk.get('dq_rel', float('nan')):.0e}" if chk else "-"
         lines.append(
@@ -253,7 +258,7 @@ def table(results: list) -> str:
             f"{of['tflops']:>5.0f} {ob['median_ms']:>8.3f} {ob['tflops']:>5.0f} | "
             f"{(ff['median_ms'] if ff else float('nan')):>8.3f} {(fb['median_ms'] if fb else float('nan')):>8.3f} "
             f"{(ff['median_ms'] / of['median_ms'] if ff else float('nan')):>5.2f} "
-            f"{(fb['median_ms'] / ob['median_ms'] if fb else float('nan')):>5.2f} | {flash:>14} {speedup:>7} | {err:>11}")
+            f"{(fb['median_ms'] / ob['median_ms'] if fb else float('nan')):>5.2f} | {mma:>13} | {flash:>14} {speedup:>7} | {err:>11}")
     return "\n".join(lines)
 
 
@@ -272,6 +277,8 @@ def main() -> int:
                         help="skip timing the GPU estimation + selection + index build")
     parser.add_argument("--forward-kernels", default="mma_sync",
                         help="forward kernels also timed beside the automatic choice (mma_sync, wgmma), comma-separated")
+    parser.add_argument("--backward-kernels", default="mma_sync",
+                        help="backward kernels also timed beside the automatic choice (mma_sync, wgmma), comma-separated")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--time-budget-s", type=float, default=1e9, help="skip remaining configs after this")
@@ -282,6 +289,7 @@ def main() -> int:
     args.densities = [float(s) for s in args.densities.split(",") if s]
     args.dense = [s for s in args.dense.split(",") if s]
     args.forward_kernels = [s for s in args.forward_kernels.split(",") if s]
+    args.backward_kernels = [s for s in args.backward_kernels.split(",") if s]
 
     start = time.time()
     # Timing a compiled backward repeatedly needs retain_graph, which donated buffers forbid.

@@ -158,17 +158,20 @@ __device__ __forceinline__ void fence_registers(uint32_t (&d)[kRegs]) {
   for (int i = 0; i < kRegs; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-/// d (64 x 64 fp32) = A * B (+ d when `accumulate`): A 64 x 16 and B 64 x 16 in shared memory,
-/// both K-major (Q K^T: rows of Q and K are contiguous along the head dimension).
+/// d (64 x 64 fp32) = A * B (+ d when `accumulate`): A 64 x 16 and B 16 x 64 in shared memory.
+/// kTransA / kTransB = 0: the operand is K-major (Q K^T: rows of Q and K are contiguous along the
+/// head dimension); 1: MN-major (dS K: dS^T stored with queries contiguous, K with the head
+/// dimension contiguous).
+template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(kTransA), "n"(kTransB));
 }
 
 /// d (64 x 64 fp32) = A * B (+ d when `accumulate`): A 64 x 16 bf16 in registers (the m16n8k16

@@ -13,7 +13,9 @@ set(SPARSERING_KERNEL_BUILD_SOURCES
   kernels/cuda/hopper_async.cuh
   kernels/cuda/key_items.cuh
   kernels/cuda/sparse_attn_bwd.cu
+  kernels/cuda/sparse_attn_bwd_sm90.cu
   kernels/cuda/sparse_attn_fwd.cu
   kernels/cuda/sparse_attn_fwd_sm90.cu
   kernels/cuda/sparse_index_transpose.cu
+  kernels/cuda/tensor_map.cu
   kernels/cuda/warp_mma.cuh)

@@ -13,10 +13,14 @@
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
+#include "common/error.hpp"
 #include "kernels/cuda/attention_checks.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/key_items.cuh"
+#include "kernels/cuda/sparse_attn_bwd_sm90.hpp"
 #include "kernels/cuda/sparse_index_transpose.hpp"
 #include "kernels/cuda/warp_mma.cuh"
 
@@ -478,16 +482,20 @@ __global__ void __launch_bounds__(kBwdThreads, 2) sparse_attn_bwd_column_kernel(
 }
 
 template <int kHeadDim>
-void launch_bwd_instance(const SparseAttnBwdParams& params, cudaStream_t stream) {
+void launch_bwd_instance(const SparseAttnBwdParams& params, BackwardKernel kernel, cudaStream_t stream) {
   constexpr int smem = BwdSmem<kHeadDim>::kBytes;
   const TransposedIndex transposed = launch_sparse_index_transpose(params.index, params.shape, stream);
   if (transposed.view.segments > 0) {
-    SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(sparse_attn_bwd_key_block_kernel<kHeadDim>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const int64_t blocks = int64_t{transposed.view.segments} * (params.index.block_k / kTileRows);
-    sparse_attn_bwd_key_block_kernel<kHeadDim>
-        <<<static_cast<unsigned>(blocks), kBwdThreads, smem, stream>>>(params, transposed.view);
-    SPARSERING_CUDA_CHECK(cudaGetLastError());
+    if (kernel == BackwardKernel::wgmma) {
+      launch_sparse_attn_bwd_key_blocks_sm90(params, transposed.view, stream);
+    } else {
+      SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(sparse_attn_bwd_key_block_kernel<kHeadDim>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      const int64_t blocks = int64_t{transposed.view.segments} * (params.index.block_k / kTileRows);
+      sparse_attn_bwd_key_block_kernel<kHeadDim>
+          <<<static_cast<unsigned>(blocks), kBwdThreads, smem, stream>>>(params, transposed.view);
+      SPARSERING_CUDA_CHECK(cudaGetLastError());
+    }
   }
   SPARSERING_CUDA_CHECK(
       cudaFuncSetAttribute(sparse_attn_bwd_column_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -499,13 +507,61 @@ void launch_bwd_instance(const SparseAttnBwdParams& params, cudaStream_t stream)
 
 }  // namespace
 
-void launch_sparse_attn_bwd(const SparseAttnBwdParams& params, cudaStream_t stream) {
+const char* backward_kernel_name(BackwardKernel kernel) {
+  switch (kernel) {
+    case BackwardKernel::automatic: return "automatic";
+    case BackwardKernel::mma_sync: return "mma_sync";
+    case BackwardKernel::wgmma: return "wgmma";
+  }
+  return "unknown";
+}
+
+std::string backward_kernel_unavailable(BackwardKernel kernel, const SparseAttnBwdParams& params) {
+  if (kernel != BackwardKernel::wgmma) return "";
+  if (!sparse_attn_bwd_sm90_built()) return "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
+  int device = 0;
+  SPARSERING_CUDA_CHECK(cudaGetDevice(&device));
+  int major = 0;
+  int minor = 0;
+  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) {
+    return "the device has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+           " (sm_90a code runs on 9.0 only)";
+  }
+  if (!sparse_attn_bwd_sm90_supports(params)) {
+    return "it needs head dim 64 or 128 and fewer than 2^31 rows per tensor (head dim " +
+           std::to_string(params.shape.head_dim) + ")";
+  }
+  return "";
+}
+
+BackwardKernel select_backward_kernel(const SparseAttnBwdParams& params) {
+  if (const char* forced = std::getenv("SPARSERING_BACKWARD_KERNEL"); forced != nullptr && *forced != '\0') {
+    const std::string value = forced;
+    if (value == "mma_sync") return BackwardKernel::mma_sync;
+    if (value == "wgmma") return BackwardKernel::wgmma;
+    if (value != "automatic") {
+      throw InputError("SPARSERING_BACKWARD_KERNEL='" + value + "': expected automatic, mma_sync or wgmma");
+    }
+  }
+  return backward_kernel_unavailable(BackwardKernel::wgmma, params).empty() ? BackwardKernel::wgmma
+                                                                            : BackwardKernel::mma_sync;
+}
+
+void launch_sparse_attn_bwd(const SparseAttnBwdParams& params, cudaStream_t stream, BackwardKernel kernel) {
   check_sparse_attn_bwd(params);
   if (params.index.rows == 0 || params.index.q_blocks == 0 || params.shape.kv_len == 0) return;
+  if (kernel == BackwardKernel::automatic) kernel = select_backward_kernel(params);
+  if (kernel == BackwardKernel::wgmma) {
+    if (const std::string why = backward_kernel_unavailable(BackwardKernel::wgmma, params); !why.empty()) {
+      throw InputError("the wgmma backward kernel cannot run here: " + why);
+    }
+  }
   if (params.shape.head_dim == 64) {
-    launch_bwd_instance<64>(params, stream);
+    launch_bwd_instance<64>(params, kernel, stream);
   } else {
-    launch_bwd_instance<128>(params, stream);
+    launch_bwd_instance<128>(params, kernel, stream);
   }
 }
 

@@ -19,7 +19,6 @@
 #include "kernels/cuda/sparse_attn_fwd_sm90.hpp"
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +28,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/hopper_async.cuh"
 #include "kernels/cuda/key_items.cuh"
+#include "kernels/cuda/tensor_map.hpp"
 
 namespace sparsering {
 namespace {
@@ -84,7 +84,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[32], uint32_t q_wg, uint32_t
     const uint32_t column_bytes = static_cast<uint32_t>(kk % 4) * 32;
     const uint64_t a = swizzled_descriptor(q_wg + panel * (kCtaRows * kSwizzleRowBytes) + column_bytes, 0);
     const uint64_t b = swizzled_descriptor(k_tile + panel * (kTileRows * kSwizzleRowBytes) + column_bytes, 0);
-    wgmma_m64n64k16_ss(s, a, b, kk > 0 ? 1 : 0);
+    wgmma_m64n64k16_ss<0, 0>(s, a, b, kk > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
@@ -413,42 +413,6 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 #endif
 }
 
-/// cuTensorMapEncodeTiled from the driver, found through the runtime (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    SPARSERING_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || function == nullptr) {
-      throw CudaError("the CUDA driver has no cuTensorMapEncodeTiled (needed by the Hopper forward kernel)",
-                      cudaErrorNotSupported);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
-  }();
-  return encode;
-}
-
-/// A 2-D tensor map over `rows` rows of `head_dim` bf16 at `data`: 64 x 64 boxes, 128-byte swizzle,
-/// zero fill outside the tensor.
-CUtensorMap make_tensor_map(const uint16_t* data, int64_t rows, int head_dim) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(head_dim) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kTileRows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(data), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) {
-    throw CudaError("cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(result)) +
-                        ") for a tensor of " + std::to_string(rows) + " rows",
-                    cudaErrorInvalidValue);
-  }
-  return map;
-}
-
 template <int kHeadDim>
 void launch_instance(const SparseAttnFwdParams& params, cudaStream_t stream) {
   constexpr int smem = FwdSmem<kHeadDim>::kBytes;
@@ -456,9 +420,9 @@ void launch_instance(const SparseAttnFwdParams& params, cudaStream_t stream) {
       cudaFuncSetAttribute(sparse_attn_fwd_sm90_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   FwdTensorMaps maps;
   const AttentionShape& shape = params.shape;
-  maps.q = make_tensor_map(params.q, int64_t{shape.batch} * shape.q_heads * shape.q_len, kHeadDim);
-  maps.k = make_tensor_map(params.k, int64_t{shape.batch} * shape.kv_heads * shape.kv_len, kHeadDim);
-  maps.v = make_tensor_map(params.v, int64_t{shape.batch} * shape.kv_heads * shape.kv_len, kHeadDim);
+  maps.q = make_swizzled_tensor_map(params.q, int64_t{shape.batch} * shape.q_heads * shape.q_len, kHeadDim);
+  maps.k = make_swizzled_tensor_map(params.k, int64_t{shape.batch} * shape.kv_heads * shape.kv_len, kHeadDim);
+  maps.v = make_swizzled_tensor_map(params.v, int64_t{shape.batch} * shape.kv_heads * shape.kv_len, kHeadDim);
   const dim3 grid(static_cast<unsigned>(params.index.rows),
                   static_cast<unsigned>(params.index.q_blocks * (params.index.block_q / kCtaRows)));
   sparse_attn_fwd_sm90_kernel<kHeadDim><<<grid, kFwdThreads, smem, stream>>>(params, maps);

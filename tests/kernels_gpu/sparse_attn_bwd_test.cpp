@@ -79,7 +79,8 @@ void expect_increment_close(const std::vector<float>& actual, const std::vector<
   EXPECT_LE(stats.max_abs, kGradMaxRel * stats.max_ref + 1e-6) << what << ": " << gpu_testing::describe(stats);
 }
 
-void check_backward_ring(std::mt19937_64& rng, const RingProblem& p, const std::string& where) {
+void check_backward_ring_with(std::mt19937_64& rng, const RingProblem& p, const std::string& where,
+                              BackwardKernel kernel) {
   const RingForward forward = run_forward(p);
   const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
@@ -160,15 +161,32 @@ void check_backward_ring(std::mt19937_64& rng, const RingProblem& p, const std::
       params.dq = d_dq.data();
       params.dk = d_dk.data();
       params.dv = d_dv.data();
-      launch_sparse_attn_bwd(params, stream.get());
+      launch_sparse_attn_bwd(params, stream.get(), kernel);
       stream.synchronize();
-      const std::string at = str(where, " rank ", rank, " step ", step);
+      const std::string at = str(where, " [", backward_kernel_name(kernel), "] rank ", rank, " step ", step);
       expect_increment_close(d_dq.download(), dq, dq_before, at + " dq");
       expect_increment_close(d_dk.download(), dk, dk_start, at + " dk");
       expect_increment_close(d_dv.download(), dv, dv_start, at + " dv");
       if (::testing::Test::HasFailure()) return;
       dq = d_dq.download();  // continue from the GPU's state so errors do not compound in the check
     }
+  }
+}
+
+/// The problem's first ring step as kernel parameters (enough to ask which kernels run it).
+SparseAttnBwdParams first_step_params(const RingProblem& p) {
+  SparseAttnBwdParams params;
+  params.shape = p.local_shape();
+  params.position = RingPosition{p.layout, 0, 0};
+  return params;
+}
+
+/// check_backward_ring_with for every backward kernel that can run the problem here.
+void check_backward_ring(std::mt19937_64& rng, const RingProblem& p, const std::string& where) {
+  for (const BackwardKernel kernel : {BackwardKernel::mma_sync, BackwardKernel::wgmma}) {
+    if (!backward_kernel_unavailable(kernel, first_step_params(p)).empty()) continue;
+    check_backward_ring_with(rng, p, where, kernel);
+    if (::testing::Test::HasFailure()) return;
   }
 }
 
@@ -182,6 +200,7 @@ TEST(SparseAttnBwdGpu, RandomPatternsEveryLayoutMatchReference) {
       {LayoutKind::striped, 2, 16, 320, 2, 2, 1, 128, 128, 128},
       {LayoutKind::contiguous, 1, 0, 300, 1, 2, 1, 64, 64, 64},
       {LayoutKind::zigzag, 3, 0, 246, 1, 2, 2, 128, 64, 64},
+      {LayoutKind::zigzag, 2, 0, 1536, 1, 8, 2, 128, 128, 128},  // long key-block walks: the stage ring wraps
   };
   for (const BackwardCase& c : cases) {
     check_backward_ring(rng, make_problem(rng, c), describe(c));
@@ -211,6 +230,34 @@ TEST(SparseAttnBwdGpu, SelfOnlyVerticalsOnlyAndDense) {
     for (int64_t d = 0; d < n; ++d) row.slash_offsets.push_back(d);
     return row;
   });
+  // Dense causal over many blocks with GQA 8: every key block is walked by up to 8 x 32 items.
+  check_with_patterns(rng, {LayoutKind::contiguous, 1, 0, 2048, 1, 8, 1, 128, 64, 64}, [](int64_t n) {
+    RowPattern row;
+    for (int64_t d = 0; d < n; ++d) row.slash_offsets.push_back(d);
+    return row;
+  });
+}
+
+TEST(SparseAttnBwdGpu, HopperRunsTheWgmmaKernel) {
+  // The wgmma kernel must not be skipped silently where it should run: on compute capability 9.0
+  // with an sm_90a build it is available, and where it is not, asking for it is refused.
+  SPARSERING_REQUIRE_GPU();
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
+  SparseAttnBwdParams params;
+  params.shape.head_dim = 128;
+  const std::string why = backward_kernel_unavailable(BackwardKernel::wgmma, params);
+  if (major == 9 && minor == 0) {
+    EXPECT_EQ(why, "") << "an sm_90a build must run the wgmma backward on this GPU";
+  } else {
+    EXPECT_NE(why, "");
+  }
+  params.shape.head_dim = 96;
+  EXPECT_NE(backward_kernel_unavailable(BackwardKernel::wgmma, params), "");
 }
 
 TEST(SparseAttnBwdGpu, RejectsUnsupportedProblemsBeforeLaunching) {

@@ -4,7 +4,7 @@
 // that track both, register reallocation between warpgroups, and the proxy fence that makes
 // cp.async writes visible to wgmma. Layouts follow the PTX ISA sections "Asynchronous Warpgroup
 // Level Matrix Multiply-Accumulate" (matrix descriptor, canonical swizzled layouts, register
-// fragments) and "Tensor Copy"; design notes in docs/kernels.md ("Hopper forward"). The device
+// fragments) and "Tensor Copy" (loads and reductions); design notes in docs/kernels.md ("Hopper forward"). The device
 // instructions exist only in sm_90a code (callers guard with SPARSERING_SM90A_DEVICE_CODE).
 // Exercised through tests/kernels_gpu/.
 #pragma once
@@ -120,6 +120,20 @@ __device__ __forceinline__ void tma_load_2d(uint32_t smem, const void* map, int3
       "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(bar)
       : "memory");
 }
+/// Adds the box at `smem` into the 2-D tensor map `map` at (`column`, `row`) (fp32 add in L2, atomic
+/// per element), as part of this thread's current bulk group. The shared data must be visible to
+/// the async proxy (fence_proxy_async_shared by its writers, then a barrier).
+__device__ __forceinline__ void tma_reduce_add_2d(const void* map, uint32_t smem, int32_t column, int32_t row) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem), "r"(column), "r"(row)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/// Waits until this thread's committed bulk groups have read their shared memory (it may be reused).
+__device__ __forceinline__ void bulk_wait_group_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+/// Waits until this thread's committed bulk groups are complete.
+__device__ __forceinline__ void bulk_wait_group() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 /// Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

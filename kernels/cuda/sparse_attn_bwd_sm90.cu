@@ -12,7 +12,10 @@
 //       P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
 //       dV += P^T dO, dK += dS^T Q          wgmma, P^T / dS^T from registers
 //       dQ += scale dS K                    wgmma from shared memory: dS^T is stored once, read
-//                                           transposed; fp32 atomics into dq
+//                                           transposed; the 64 x D fp32 tile goes through a
+//                                           swizzled staging tile into dq by bulk tensor adds
+//                                           (one TMA reduction per 32 columns instead of 64 x D
+//                                           thread atomics, which took 40% of the kernel)
 //     While one consumer exponentiates, the other's MMAs run.
 // At the end the second consumer hands its dK / dV to the first through shared memory, which adds
 // them into dk / dv (the CTA owns those rows in this launch). The vertical-column pass stays the
@@ -39,19 +42,20 @@ constexpr int kConsumers = 2;
 constexpr int kBwdThreads = (kConsumers + 1) * 128;
 constexpr int kProducerThreads = 128;
 /// Items in flight: each stage holds one item's Q and dO tiles (64 queries) and its slot.
-constexpr int kBwdStages = 4;
+constexpr int kBwdStages = 3;
 /// Registers per thread after reallocation: the consumers hold dK, dV (D/2 each), S^T, dP^T and
-/// the packed P^T / dS^T. (24 + 2 x 240) x 128 <= 64K.
-constexpr int kProducerRegisters = 24;
+/// the packed P^T / dS^T. (32 + 2 x 240) x 128 = 64K.
+constexpr int kProducerRegisters = 32;
 constexpr int kConsumerRegisters = 240;
 
 /// The tensor maps of Q, dO, K and V (2-D: rows of all heads x head dim, 64 x 64 boxes, 128-byte
-/// swizzle), passed by value as a __grid_constant__ kernel parameter.
+/// swizzle) and of dQ (fp32, 64 x 32 boxes), passed by value as a __grid_constant__ kernel parameter.
 struct BwdTensorMaps {
   CUtensorMap q;
   CUtensorMap dout;
   CUtensorMap k;
   CUtensorMap v;
+  CUtensorMap dq;
 };
 
 /// What the consumers need of an item besides its tiles, written by the producer.
@@ -64,10 +68,10 @@ struct BwdItemSlot {
   int32_t masked;             ///< nonzero when the per-pair causal / bounds mask applies
 };
 
-/// Dynamic shared memory: K and V (64 rows), kBwdStages Q and dO tiles, one dS^T tile per
-/// consumer, the slots and mbarriers, and 1 KiB of slack to align the swizzled tiles to 1024
-/// bytes. After the loop the Q and dO ring holds the second consumer's dK / dV (2 x 64 x D fp32,
-/// exactly the ring's size).
+/// Dynamic shared memory: K and V (64 rows), kBwdStages Q and dO tiles, one dS^T tile and one fp32
+/// dQ staging tile per consumer, the slots and mbarriers, and 1 KiB of slack to align the swizzled
+/// tiles to 1024 bytes. After the loop the Q and dO ring holds the second consumer's dK / dV
+/// (2 x 64 x D fp32).
 template <int kHeadDim>
 struct BwdSmem {
   static constexpr int kTileBytes = kTileRows * kHeadDim * 2;
@@ -76,11 +80,14 @@ struct BwdSmem {
   static constexpr int kQ = kV + kTileBytes;
   static constexpr int kDout = kQ + kBwdStages * kTileBytes;
   static constexpr int kDs = kDout + kBwdStages * kTileBytes;
-  static constexpr int kSlots = kDs + kConsumers * kTileRows * kTileRows * 2;
+  static constexpr int kDqBytes = kTileRows * kHeadDim * 4;
+  static constexpr int kDq = kDs + kConsumers * kTileRows * kTileRows * 2;
+  static constexpr int kSlots = kDq + kConsumers * kDqBytes;
   static constexpr int kBarriers = kSlots + kBwdStages * static_cast<int>(sizeof(BwdItemSlot));
   // full[kBwdStages], empty[kBwdStages], kv_full: 8 bytes each
   static constexpr int kBytes = kBarriers + (2 * kBwdStages + 1) * 8 + 1024;
   static_assert(2 * kBwdStages * kTileBytes >= 2 * kTileRows * kHeadDim * 4, "the ring must hold dK and dV");
+  static_assert(kBytes <= 227 * 1024, "more shared memory than an SM has");
 };
 
 #if defined(SPARSERING_SM90A_DEVICE_CODE)
@@ -150,6 +157,7 @@ struct CtaLayout {
   uint32_t q_tiles;
   uint32_t dout_tiles;
   uint32_t ds_tiles;
+  uint32_t dq_tiles;
   uint32_t full;   ///< mbarrier of stage s at full + 8 s
   uint32_t empty;  ///< mbarrier of stage s at empty + 8 s
   uint32_t kv_full;
@@ -239,8 +247,9 @@ struct KeyGradients {
 
 /// One item of a consumer (see the file comment).
 template <int kHeadDim>
-__device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const CtaLayout<kHeadDim>& cta, int t,
-                                             uint32_t ds_tile, int consumer, float scale_log2,
+__device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const BwdTensorMaps& maps,
+                                             const CtaLayout<kHeadDim>& cta, int t, uint32_t ds_tile,
+                                             uint32_t dq_tile, int consumer, float scale_log2,
                                              KeyGradients<kHeadDim>& g) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
@@ -310,11 +319,22 @@ __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(da[kk][e]) : "memory");
     }
   }
-  fence_proxy_async_shared();
-  named_barrier_sync(2 + consumer, 128);  // the whole dS^T tile, for the dQ wgmma
-
+  // dV and dK (issued before the stores above) done: the fragments, Q, dO and the slot are free.
+  wgmma_wait<0>();
+  fence_registers(g.dk);
+  fence_registers(g.dv);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    fence_registers(pa[kk]);
+    fence_registers(da[kk]);
+  }
   const int64_t q_row0 = slot.q_row0;
-  const int q_valid = slot.q_valid;
+  mbarrier_arrive(cta.empty + 8 * s);
+  fence_proxy_async_shared();
+  // The whole dS^T tile, for the dQ wgmma; and the previous item's dQ reduction has read the
+  // staging tile (its issuer waited before arriving), so it may be rewritten below.
+  named_barrier_sync(2 + consumer, 128);
+
   const float scale = p.softmax_scale;
 #pragma unroll 1
   for (int panel = 0; panel < kHeadDim / 64; ++panel) {
@@ -323,25 +343,35 @@ __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const
     issue_query_gradient(dq, ds_tile, cta.k_tile, panel);
     wgmma_wait<0>();
     fence_registers(dq);
-    fence_registers(g.dk);
-    fence_registers(g.dv);
+    // Accumulator row = query warp*16 + lane/4 (+ 8), column = 64 panel + 8nt + 2(lane%4), into the
+    // staging tile: 32-column boxes of 64 rows x 128 bytes, 16-byte chunk c of row r at c ^ (r % 8).
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      fence_registers(pa[kk]);
-      fence_registers(da[kk]);
-    }
-    if (panel == 0) mbarrier_arrive(cta.empty + 8 * s);  // Q, dO and the slot are no longer read
-    // Accumulator row = query warp*16 + lane/4 (+ 8), column = head dim 64 panel + 8nt + 2(lane%4).
+    for (int nt = 0; nt < 8; ++nt) {
+      const uint32_t box = dq_tile + static_cast<uint32_t>((panel * 2 + nt / 4) * kTileRows * kSwizzleRowBytes);
+      const int chunk = (nt % 4) * 2 + (lane % 4) / 2;
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int q = warp * 16 + lane / 4 + rr * 8;
-      if (q >= q_valid) continue;
-      float* dst = p.dq + (q_row0 + q) * kHeadDim + panel * 64 + (lane % 4) * 2;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        cuda::atomic_add_float2(dst + nt * 8, dq[4 * nt + 2 * rr] * scale, dq[4 * nt + 2 * rr + 1] * scale);
+      for (int rr = 0; rr < 2; ++rr) {
+        const int row = warp * 16 + lane / 4 + rr * 8;
+        const uint32_t address = box + static_cast<uint32_t>(row * kSwizzleRowBytes + ((chunk ^ (row % 8)) * 16) +
+                                                             (lane % 2) * 8);
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(address), "f"(dq[4 * nt + 2 * rr] * scale),
+                     "f"(dq[4 * nt + 2 * rr + 1] * scale)
+                     : "memory");
       }
     }
+  }
+  // Rows past q_len hold zeros (their dS is 0): adding them to the next head's rows changes
+  // nothing, and rows past the tensor are clipped.
+  fence_proxy_async_shared();
+  named_barrier_sync(2 + consumer, 128);
+  if (threadIdx.x % 128 == 0) {
+#pragma unroll
+    for (int box = 0; box < kHeadDim / 32; ++box) {
+      tma_reduce_add_2d(&maps.dq, dq_tile + static_cast<uint32_t>(box * kTileRows * kSwizzleRowBytes), box * 32,
+                        static_cast<int32_t>(q_row0));
+    }
+    bulk_commit_group();
+    bulk_wait_group_read();  // before this consumer's next item rewrites the staging tile
   }
 }
 #endif
@@ -379,6 +409,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   cta.q_tiles = base + Smem::kQ;
   cta.dout_tiles = base + Smem::kDout;
   cta.ds_tiles = base + Smem::kDs;
+  cta.dq_tiles = base + Smem::kDq;
   cta.slots = reinterpret_cast<BwdItemSlot*>(base_ptr + Smem::kSlots);
   cta.handoff = reinterpret_cast<float*>(base_ptr + Smem::kQ);
   cta.full = base + Smem::kBarriers;
@@ -417,11 +448,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
                          : cuda::kNoKeyGlobal;
   }
   const uint32_t ds_tile = cta.ds_tiles + static_cast<uint32_t>(consumer * kTileRows * kTileRows * 2);
+  const uint32_t dq_tile = cta.dq_tiles + static_cast<uint32_t>(consumer * Smem::kDqBytes);
   const float scale_log2 = p.softmax_scale * kLog2e;
   mbarrier_wait(cta.kv_full, 0);
   for (int t = consumer; t < work.n_items; t += kConsumers) {
-    consume_item<kHeadDim>(p, cta, t, ds_tile, consumer, scale_log2, g);
+    consume_item<kHeadDim>(p, maps, cta, t, ds_tile, dq_tile, consumer, scale_log2, g);
   }
+  if (tid == 0) bulk_wait_group();  // the last dQ reductions are done before the CTA's memory goes
 
   // Both consumers are done with the ring; the second hands its dK / dV over through it
   // (element-major: thread i's element e at [e][i], conflict free).
@@ -478,6 +511,7 @@ void launch_instance(const SparseAttnBwdParams& params, const TransposedIndexVie
   maps.dout = make_swizzled_tensor_map(params.dout, q_rows, kHeadDim);
   maps.k = make_swizzled_tensor_map(params.k, kv_rows, kHeadDim);
   maps.v = make_swizzled_tensor_map(params.v, kv_rows, kHeadDim);
+  maps.dq = make_swizzled_tensor_map(params.dq, q_rows, kHeadDim);
   const int64_t blocks = int64_t{transposed.segments} * (params.index.block_k / kTileRows);
   sparse_attn_bwd_sm90_key_block_kernel<kHeadDim>
       <<<static_cast<unsigned>(blocks), kBwdThreads, smem, stream>>>(params, transposed, maps);

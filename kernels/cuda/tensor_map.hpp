@@ -15,4 +15,8 @@ namespace sparsering {
 /// encoder or rejects the tensor.
 CUtensorMap make_swizzled_tensor_map(const uint16_t* data, int64_t rows, int head_dim);
 
+/// The same for fp32 (the backward's dQ, reduced into by bulk tensor adds): 64-row x 32-column
+/// boxes (128 bytes per row), 128-byte swizzle.
+CUtensorMap make_swizzled_tensor_map(const float* data, int64_t rows, int head_dim);
+
 }  // namespace sparsering

@@ -44,9 +44,13 @@ constexpr int kProducerThreads = 128;
 /// Items in flight: each stage holds one item's Q and dO tiles (64 queries) and its slot.
 constexpr int kBwdStages = 3;
 /// Registers per thread after reallocation: the consumers hold dK, dV (D/2 each), S^T, dP^T and
-/// the packed P^T / dS^T. (32 + 2 x 240) x 128 = 64K.
-constexpr int kProducerRegisters = 32;
-constexpr int kConsumerRegisters = 240;
+/// the packed P^T / dS^T. The CTA keeps the registers it was launched with (168 per thread, the
+/// most 384 threads get), so a consumer can only grow by what the producer gives up: an increase
+/// beyond that pool waits forever.
+constexpr int kProducerRegisters = 40;
+constexpr int kConsumerRegisters = 232;
+static_assert((kProducerRegisters + kConsumers * kConsumerRegisters) * 128 <= 168 * kBwdThreads,
+              "register reallocation must stay within the registers the CTA was launched with");
 
 /// The tensor maps of Q, dO, K and V (2-D: rows of all heads x head dim, 64 x 64 boxes, 128-byte
 /// swizzle) and of dQ (fp32, 64 x 32 boxes), passed by value as a __grid_constant__ kernel parameter.

@@ -221,6 +221,17 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
 }
+/// Packs a 64 x 64 fp32 accumulator into the bf16 A fragments of four k16 steps over its columns
+/// (the accumulator layout is the A-fragment layout), e.g. P^T for dV += P^T dO.
+__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[4][4], const float (&x)[32]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack_bf16x2(x[8 * kk + 0], x[8 * kk + 1]);
+    a[kk][1] = pack_bf16x2(x[8 * kk + 2], x[8 * kk + 3]);
+    a[kk][2] = pack_bf16x2(x[8 * kk + 4], x[8 * kk + 5]);
+    a[kk][3] = pack_bf16x2(x[8 * kk + 6], x[8 * kk + 7]);
+  }
+}
 #endif  // SPARSERING_SM90A_DEVICE_CODE
 
 }  // namespace sparsering::cuda::sm90

@@ -13,6 +13,7 @@ set(SPARSERING_KERNEL_BUILD_SOURCES
   kernels/cuda/hopper_async.cuh
   kernels/cuda/key_items.cuh
   kernels/cuda/sparse_attn_bwd.cu
+  kernels/cuda/sparse_attn_bwd_columns_sm90.cu
   kernels/cuda/sparse_attn_bwd_sm90.cu
   kernels/cuda/sparse_attn_fwd.cu
   kernels/cuda/sparse_attn_fwd_sm90.cu

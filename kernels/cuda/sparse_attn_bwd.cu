@@ -497,6 +497,10 @@ void launch_bwd_instance(const SparseAttnBwdParams& params, BackwardKernel kerne
       SPARSERING_CUDA_CHECK(cudaGetLastError());
     }
   }
+  if (kernel == BackwardKernel::wgmma && sparse_attn_bwd_columns_sm90_supports(params)) {
+    launch_sparse_attn_bwd_columns_sm90(params, stream);
+    return;
+  }
   SPARSERING_CUDA_CHECK(
       cudaFuncSetAttribute(sparse_attn_bwd_column_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(static_cast<unsigned>(params.index.rows),

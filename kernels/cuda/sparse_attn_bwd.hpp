@@ -12,12 +12,12 @@
 
 namespace sparsering {
 
-/// The two implementations of the backward's key-block pass (the vertical-column pass is the
-/// mma_sync one in both). Both compute the same thing within the stated bf16 bounds; they differ
-/// in how (docs/kernels.md).
+/// The two implementations of the backward. Both compute the same thing within the stated bf16
+/// bounds; they differ in how (docs/kernels.md). wgmma's column pass needs query blocks of a
+/// multiple of 128 tokens; with 64-token query blocks it runs the mma_sync column pass.
 enum class BackwardKernel {
   automatic,  ///< wgmma where it runs (below), mma_sync elsewhere; SPARSERING_BACKWARD_KERNEL overrides
-  mma_sync,   ///< sm_80 and newer: mma.sync m16n8k16, CTAs of 4 warps
+  mma_sync,   ///< sm_80 and newer: mma.sync m16n8k16, CTAs of 4 warps, both passes
   wgmma,      ///< Hopper (compute capability 9.0, sm_90a build): warpgroup MMAs fed by TMA
 };
 

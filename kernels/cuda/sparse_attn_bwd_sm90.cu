@@ -18,8 +18,8 @@
 //                                           thread atomics, which took 40% of the kernel)
 //     While one consumer exponentiates, the other's MMAs run.
 // At the end the second consumer hands its dK / dV to the first through shared memory, which adds
-// them into dk / dv (the CTA owns those rows in this launch). The vertical-column pass stays the
-// mma.sync kernel. Tested against sparse_attn_bwd_ref in tests/kernels_gpu/sparse_attn_bwd_test.cpp
+// them into dk / dv (the CTA owns those rows in this launch). The vertical-column pass is in
+// sparse_attn_bwd_columns_sm90.cu. Tested against sparse_attn_bwd_ref in tests/kernels_gpu/sparse_attn_bwd_test.cpp
 // (every case on both kernels).
 #include "kernels/cuda/sparse_attn_bwd_sm90.hpp"
 
@@ -139,18 +139,6 @@ __device__ __forceinline__ void issue_query_gradient(float (&acc)[32], uint32_t 
                              kk > 0 ? 1 : 0);
   }
   wgmma_commit();
-}
-
-/// Packs a 64 x 64 fp32 accumulator (keys x queries) into the bf16 A fragments of four k16 steps
-/// over the queries (the accumulator layout is the A-fragment layout).
-__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[4][4], const float (&x)[32]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    a[kk][0] = cuda::pack_bf16x2(x[8 * kk + 0], x[8 * kk + 1]);
-    a[kk][1] = cuda::pack_bf16x2(x[8 * kk + 2], x[8 * kk + 3]);
-    a[kk][2] = cuda::pack_bf16x2(x[8 * kk + 4], x[8 * kk + 5]);
-    a[kk][3] = cuda::pack_bf16x2(x[8 * kk + 6], x[8 * kk + 7]);
-  }
 }
 
 /// Where one CTA's shared memory is.

@@ -7,7 +7,8 @@
 //   dq, dk, dv: relative L2 error <= 1e-2 and max |err| <= 3e-2 x max |increment| (the kernel
 //   rounds P and dS to bf16 for the tensor-core products, as FlashAttention-2 does).
 // Edge cases: rows that keep only themselves, verticals only (the column pass), GQA 1 / 2 / 8,
-// odd lengths, head dims 64 and 128, block_q / block_k 64 and 128, batch 2.
+// odd lengths, head dims 64 and 128, block_q / block_k 64 and 128, batch 2. Every case runs on
+// each backward kernel the device can run (mma_sync everywhere, wgmma on compute capability 9.0).
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 
 #include <gtest/gtest.h>
@@ -225,6 +226,15 @@ TEST(SparseAttnBwdGpu, SelfOnlyVerticalsOnlyAndDense) {
     for (int s = 0; s < 150; ++s) row.vertical_tokens.push_back(uniform(rng, 0, n - 1));
     return row;
   });
+  // Verticals only with 128-query blocks: the Hopper column pass (both head dims, a ring).
+  for (const BackwardCase& c : {BackwardCase{LayoutKind::contiguous, 1, 0, 700, 1, 4, 2, 128, 128, 128},
+                                BackwardCase{LayoutKind::zigzag, 2, 0, 1000, 1, 8, 1, 64, 128, 64}}) {
+    check_with_patterns(rng, c, [&rng](int64_t n) {
+      RowPattern row;
+      for (int s = 0; s < 200; ++s) row.vertical_tokens.push_back(uniform(rng, 0, n - 1));
+      return row;
+    });
+  }
   check_with_patterns(rng, {LayoutKind::striped, 2, 64, 512, 1, 2, 1, 64, 64, 64}, [](int64_t n) {
     RowPattern row;
     for (int64_t d = 0; d < n; ++d) row.slash_offsets.push_back(d);

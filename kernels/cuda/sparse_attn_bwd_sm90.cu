@@ -1,24 +1,28 @@
-// Sparse attention backward, Hopper path (sm_90a): the key-block pass. Same semantics, grid and
-// walk of the transposed index as the mma.sync key-block kernel (sparse_attn_bwd.cu); what
-// differs is how a CTA computes. Design (docs/kernels.md, "Hopper backward"): one CTA of three
-// warpgroups per (batch, K/V head, key block, 64-key sub-block), specialised:
+// Sparse attention backward, Hopper path (sm_90a): the key-block pass. Same semantics and walk of
+// the transposed index as the mma.sync key-block kernel (sparse_attn_bwd.cu); what differs is how
+// a CTA computes. Design (docs/kernels.md, "Hopper backward"): one CTA of three warpgroups per
+// (batch, K/V head, key block, 128 keys) when key blocks are a multiple of 128 and the head dim
+// is 128 ("paired": each consumer owns 64 of the keys and both take every item), per 64 keys
+// otherwise (the consumers own the same keys and take alternate items), specialised:
 //   producer (warpgroup 0, registers given away): loads the CTA's K and V once, then, for every
 //     item (transposed-index entry x 64-query sub-tile), the item's statistics (lse, delta, query
 //     positions) into its stage's slot and its Q and dO tiles with the bulk tensor copy engine
 //     (TMA) into a kBwdStages-deep ring of 128-byte-swizzled tiles; "full" / "empty" mbarriers.
-//   consumers (warpgroups 1 and 2) take alternate items, each holding dK and dV of the 64 keys in
-//     registers (keys are the M dimension of every product but dQ, so no transposes in registers):
+//   consumers (warpgroups 1 and 2), each holding dK and dV of 64 keys in registers (keys are the
+//     M dimension of every product but dQ, so no transposes in registers):
 //       S^T = K Q^T, dP^T = V dO^T          wgmma, both operands in shared memory
 //       P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
 //       dV += P^T dO, dK += dS^T Q          wgmma, P^T / dS^T from registers
 //       dQ += scale dS K                    wgmma from shared memory: dS^T is stored once, read
-//                                           transposed; the 64 x D fp32 tile goes through a
-//                                           swizzled staging tile into dq by bulk tensor adds
-//                                           (one TMA reduction per 32 columns instead of 64 x D
-//                                           thread atomics, which took 40% of the kernel)
-//     While one consumer exponentiates, the other's MMAs run.
-// At the end the second consumer hands its dK / dV to the first through shared memory, which adds
-// them into dk / dv (the CTA owns those rows in this launch). The vertical-column pass is in
+//                                           transposed; the fp32 tile goes through a swizzled
+//                                           staging tile into dq by bulk tensor adds (one TMA
+//                                           reduction per 32 columns instead of thread atomics,
+//                                           which took 40% of the kernel). Paired, consumer c
+//                                           computes head-dim half c over all 128 keys: half the
+//                                           dQ traffic per key.
+//     Unpaired, while one consumer exponentiates, the other's MMAs run.
+// At the end each consumer adds its dK / dV into dk / dv (the CTA owns those rows in this launch);
+// unpaired, the second hands its partial sums to the first through shared memory first. The vertical-column pass is in
 // sparse_attn_bwd_columns_sm90.cu. Tested against sparse_attn_bwd_ref in tests/kernels_gpu/sparse_attn_bwd_test.cpp
 // (every case on both kernels).
 #include "kernels/cuda/sparse_attn_bwd_sm90.hpp"
@@ -76,21 +80,24 @@ struct BwdItemSlot {
 /// dQ staging tile per consumer, the slots and mbarriers, and 1 KiB of slack to align the swizzled
 /// tiles to 1024 bytes. After the loop the Q and dO ring holds the second consumer's dK / dV
 /// (2 x 64 x D fp32).
-template <int kHeadDim>
+template <int kHeadDim, bool kPaired>
 struct BwdSmem {
   static constexpr int kTileBytes = kTileRows * kHeadDim * 2;
+  static constexpr int kKeyTiles = kPaired ? 2 : 1;  ///< 64-key tiles of K (and V) of the CTA
   static constexpr int kK = 0;
-  static constexpr int kV = kK + kTileBytes;
-  static constexpr int kQ = kV + kTileBytes;
+  static constexpr int kV = kK + kKeyTiles * kTileBytes;
+  static constexpr int kQ = kV + kKeyTiles * kTileBytes;
   static constexpr int kDout = kQ + kBwdStages * kTileBytes;
   static constexpr int kDs = kDout + kBwdStages * kTileBytes;
-  static constexpr int kDqBytes = kTileRows * kHeadDim * 4;
+  static constexpr int kDqColumns = kPaired ? kHeadDim / kConsumers : kHeadDim;  ///< dQ columns per consumer
+  static constexpr int kDqBytes = kTileRows * kDqColumns * 4;
   static constexpr int kDq = kDs + kConsumers * kTileRows * kTileRows * 2;
   static constexpr int kSlots = kDq + kConsumers * kDqBytes;
   static constexpr int kBarriers = kSlots + kBwdStages * static_cast<int>(sizeof(BwdItemSlot));
   // full[kBwdStages], empty[kBwdStages], kv_full: 8 bytes each
   static constexpr int kBytes = kBarriers + (2 * kBwdStages + 1) * 8 + 1024;
-  static_assert(2 * kBwdStages * kTileBytes >= 2 * kTileRows * kHeadDim * 4, "the ring must hold dK and dV");
+  static_assert(kPaired || 2 * kBwdStages * kTileBytes >= 2 * kTileRows * kHeadDim * 4, "the ring must hold dK and dV");
+  static_assert(!kPaired || kHeadDim == 128, "paired consumers split dQ into two 64-column halves");
   static_assert(kBytes <= 227 * 1024, "more shared memory than an SM has");
 };
 
@@ -128,21 +135,27 @@ __device__ __forceinline__ void issue_key_gradient(float (&acc)[kHeadDim / 2], c
   wgmma_commit();
 }
 
-/// acc (64 queries x 64 head-dim columns of `panel`) = dS K with dS^T (64 keys x 64 queries) and
-/// K (64 keys x D) swizzled in shared memory, both read MN-major. Committed, not waited for.
-__device__ __forceinline__ void issue_query_gradient(float (&acc)[32], uint32_t ds_tile, uint32_t k_tile, int panel) {
+/// acc (64 queries x 64 head-dim columns of `panel`) = dS K over kKeyTiles x 64 keys, with dS^T
+/// (64-key tiles x 64 queries, consecutive) and K (64-key tiles x D, `k_tile_bytes` apart)
+/// swizzled in shared memory, both read MN-major. Committed, not waited for.
+template <int kKeyTiles>
+__device__ __forceinline__ void issue_query_gradient(float (&acc)[32], uint32_t ds_tiles, uint32_t k_tiles,
+                                                     uint32_t k_tile_bytes, int panel) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const uint32_t keys = static_cast<uint32_t>(kk) * 2 * kSwizzleAtomBytes;
-    wgmma_m64n64k16_ss<1, 1>(acc, swizzled_descriptor(ds_tile + keys, kPanelBytes),
-                             swizzled_descriptor(k_tile + static_cast<uint32_t>(panel) * kPanelBytes + keys, kPanelBytes),
+  for (int kk = 0; kk < 4 * kKeyTiles; ++kk) {
+    const uint32_t keys = static_cast<uint32_t>(kk % 4) * 2 * kSwizzleAtomBytes;
+    const uint32_t tile = static_cast<uint32_t>(kk / 4);
+    wgmma_m64n64k16_ss<1, 1>(acc, swizzled_descriptor(ds_tiles + tile * kTileRows * kSwizzleRowBytes + keys, kPanelBytes),
+                             swizzled_descriptor(k_tiles + tile * k_tile_bytes +
+                                                     static_cast<uint32_t>(panel) * kPanelBytes + keys,
+                                                 kPanelBytes),
                              kk > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
 
 /// Where one CTA's shared memory is.
-template <int kHeadDim>
+template <int kHeadDim, bool kPaired>
 struct CtaLayout {
   uint32_t k_tile;
   uint32_t v_tile;
@@ -156,9 +169,11 @@ struct CtaLayout {
   BwdItemSlot* slots;
   float* handoff;  ///< the second consumer's dK / dV after the loop (over the Q and dO ring)
 
-  __device__ uint32_t q_stage(int s) const { return q_tiles + static_cast<uint32_t>(s * BwdSmem<kHeadDim>::kTileBytes); }
+  __device__ uint32_t q_stage(int s) const {
+    return q_tiles + static_cast<uint32_t>(s * BwdSmem<kHeadDim, kPaired>::kTileBytes);
+  }
   __device__ uint32_t dout_stage(int s) const {
-    return dout_tiles + static_cast<uint32_t>(s * BwdSmem<kHeadDim>::kTileBytes);
+    return dout_tiles + static_cast<uint32_t>(s * BwdSmem<kHeadDim, kPaired>::kTileBytes);
   }
 };
 
@@ -170,7 +185,7 @@ struct KeyBlockWork {
   int b;
   int hk;
   int64_t k0;        ///< first key of the CTA in the chunk
-  int key_count;     ///< keys of the CTA inside kv_len (1..64)
+  int key_count;     ///< keys of the CTA inside kv_len (1 .. 64 or 128)
   int64_t kv_row0;   ///< (B, Hkv, Skv) row of key 0 of the head
 };
 
@@ -184,16 +199,21 @@ __device__ __forceinline__ void tma_load_tile(uint32_t tile, const void* map, in
 }
 
 /// The producer warpgroup: K and V once, then every item's slot, Q and dO, kBwdStages ahead.
-template <int kHeadDim>
+template <int kHeadDim, bool kPaired>
 __device__ __forceinline__ void produce(const SparseAttnBwdParams& p, const TransposedIndexView& transposed,
-                                        const BwdTensorMaps& maps, const CtaLayout<kHeadDim>& cta,
+                                        const BwdTensorMaps& maps, const CtaLayout<kHeadDim, kPaired>& cta,
                                         const KeyBlockWork& work) {
-  constexpr uint32_t kTileBytes = BwdSmem<kHeadDim>::kTileBytes;
+  using Smem = BwdSmem<kHeadDim, kPaired>;
+  constexpr uint32_t kTileBytes = Smem::kTileBytes;
   const int tid = static_cast<int>(threadIdx.x);  // 0 .. 127 in the producer warpgroup
   if (tid == 0) {
-    mbarrier_arrive_expect_tx(cta.kv_full, 2 * kTileBytes);
-    tma_load_tile<kHeadDim>(cta.k_tile, &maps.k, work.kv_row0 + work.k0, cta.kv_full);
-    tma_load_tile<kHeadDim>(cta.v_tile, &maps.v, work.kv_row0 + work.k0, cta.kv_full);
+    mbarrier_arrive_expect_tx(cta.kv_full, 2 * Smem::kKeyTiles * kTileBytes);
+#pragma unroll
+    for (int tile = 0; tile < Smem::kKeyTiles; ++tile) {
+      const int64_t row = work.kv_row0 + work.k0 + tile * kTileRows;
+      tma_load_tile<kHeadDim>(cta.k_tile + tile * kTileBytes, &maps.k, row, cta.kv_full);
+      tma_load_tile<kHeadDim>(cta.v_tile + tile * kTileBytes, &maps.v, row, cta.kv_full);
+    }
   }
   for (int t = 0; t < work.n_items; ++t) {
     const int s = t % kBwdStages;
@@ -216,7 +236,7 @@ __device__ __forceinline__ void produce(const SparseAttnBwdParams& p, const Tran
     if (tid == 0) {
       slot.q_row0 = token_base + q0;
       slot.q_valid = static_cast<int32_t>(p.shape.q_len - q0 < kTileRows ? p.shape.q_len - q0 : kTileRows);
-      slot.masked = (code & 1) != 0 || work.key_count < kTileRows ? 1 : 0;
+      slot.masked = (code & 1) != 0 || work.key_count < Smem::kKeyTiles * kTileRows ? 1 : 0;
       mbarrier_arrive_expect_tx(full, 2 * kTileBytes);
       // Rows past q_len belong to the next head (or lie outside the tensor: zero-filled); their
       // P is 0 through lse2 = +inf.
@@ -238,11 +258,14 @@ struct KeyGradients {
 };
 
 /// One item of a consumer (see the file comment).
-template <int kHeadDim>
+template <int kHeadDim, bool kPaired>
 __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const BwdTensorMaps& maps,
-                                             const CtaLayout<kHeadDim>& cta, int t, uint32_t ds_tile,
+                                             const CtaLayout<kHeadDim, kPaired>& cta, int t, uint32_t ds_tile,
                                              uint32_t dq_tile, int consumer, float scale_log2,
                                              KeyGradients<kHeadDim>& g) {
+  using Smem = BwdSmem<kHeadDim, kPaired>;
+  // Paired, consumer 1's keys are the second 64-key tile of the CTA's K and V.
+  const uint32_t key_offset = kPaired ? static_cast<uint32_t>(consumer * Smem::kTileBytes) : 0u;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
   const int s = t % kBwdStages;
@@ -253,8 +276,8 @@ __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const
   float st[32];  // S^T, then P^T
   float dp[32];  // dP^T, then dS^T
   wgmma_fence();
-  issue_rows_product<kHeadDim>(st, cta.k_tile, q_tile);
-  issue_rows_product<kHeadDim>(dp, cta.v_tile, dout_tile);
+  issue_rows_product<kHeadDim>(st, cta.k_tile + key_offset, q_tile);
+  issue_rows_product<kHeadDim>(dp, cta.v_tile + key_offset, dout_tile);
   wgmma_wait<1>();
   fence_registers(st);
 
@@ -323,23 +346,31 @@ __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const
   const int64_t q_row0 = slot.q_row0;
   mbarrier_arrive(cta.empty + 8 * s);
   fence_proxy_async_shared();
-  // The whole dS^T tile, for the dQ wgmma; and the previous item's dQ reduction has read the
-  // staging tile (its issuer waited before arriving), so it may be rewritten below.
-  named_barrier_sync(2 + consumer, 128);
+  // The previous item's dQ reduction has read the staging tile before it is rewritten below.
+  if (threadIdx.x % 128 == 0) bulk_wait_group_read();
+  // The dS^T tile(s) the dQ wgmma reads: paired, both consumers'.
+  if constexpr (kPaired) {
+    named_barrier_sync(2, kConsumers * 128);
+  } else {
+    named_barrier_sync(2 + consumer, 128);
+  }
 
   const float scale = p.softmax_scale;
+  // Paired: head-dim panel `consumer` over both consumers' keys; else every panel over own keys.
+  constexpr int kPanels = Smem::kDqColumns / 64;
 #pragma unroll 1
-  for (int panel = 0; panel < kHeadDim / 64; ++panel) {
+  for (int i = 0; i < kPanels; ++i) {
+    const int panel = kPaired ? consumer : i;
     float dq[32];
     wgmma_fence();
-    issue_query_gradient(dq, ds_tile, cta.k_tile, panel);
+    issue_query_gradient<Smem::kKeyTiles>(dq, kPaired ? cta.ds_tiles : ds_tile, cta.k_tile, Smem::kTileBytes, panel);
     wgmma_wait<0>();
     fence_registers(dq);
-    // Accumulator row = query warp*16 + lane/4 (+ 8), column = 64 panel + 8nt + 2(lane%4), into the
-    // staging tile: 32-column boxes of 64 rows x 128 bytes, 16-byte chunk c of row r at c ^ (r % 8).
+    // Accumulator row = query warp*16 + lane/4 (+ 8), column = 8nt + 2(lane%4) of the panel, into
+    // the staging tile: 32-column boxes of 64 rows x 128 bytes, 16-byte chunk c of row r at c ^ (r % 8).
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const uint32_t box = dq_tile + static_cast<uint32_t>((panel * 2 + nt / 4) * kTileRows * kSwizzleRowBytes);
+      const uint32_t box = dq_tile + static_cast<uint32_t>((i * 2 + nt / 4) * kTileRows * kSwizzleRowBytes);
       const int chunk = (nt % 4) * 2 + (lane % 4) / 2;
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
@@ -355,31 +386,38 @@ __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const
   // Rows past q_len hold zeros (their dS is 0): adding them to the next head's rows changes
   // nothing, and rows past the tensor are clipped.
   fence_proxy_async_shared();
-  named_barrier_sync(2 + consumer, 128);
+  // The staging tile, for the reduction; paired, also both consumers' dQ wgmmas are done with the
+  // dS^T tiles before either writes the next item's.
+  if constexpr (kPaired) {
+    named_barrier_sync(3, kConsumers * 128);
+  } else {
+    named_barrier_sync(2 + consumer, 128);
+  }
   if (threadIdx.x % 128 == 0) {
+    const int column0 = kPaired ? consumer * Smem::kDqColumns : 0;
 #pragma unroll
-    for (int box = 0; box < kHeadDim / 32; ++box) {
-      tma_reduce_add_2d(&maps.dq, dq_tile + static_cast<uint32_t>(box * kTileRows * kSwizzleRowBytes), box * 32,
-                        static_cast<int32_t>(q_row0));
+    for (int box = 0; box < Smem::kDqColumns / 32; ++box) {
+      tma_reduce_add_2d(&maps.dq, dq_tile + static_cast<uint32_t>(box * kTileRows * kSwizzleRowBytes),
+                        column0 + box * 32, static_cast<int32_t>(q_row0));
     }
     bulk_commit_group();
-    bulk_wait_group_read();  // before this consumer's next item rewrites the staging tile
   }
 }
 #endif
 
-template <int kHeadDim>
+template <int kHeadDim, bool kPaired>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     sparse_attn_bwd_sm90_key_block_kernel(const SparseAttnBwdParams p, const TransposedIndexView transposed,
                                           const __grid_constant__ BwdTensorMaps maps) {
 #if defined(SPARSERING_SM90A_DEVICE_CODE)
-  using Smem = BwdSmem<kHeadDim>;
+  using Smem = BwdSmem<kHeadDim, kPaired>;
+  constexpr int kCtaKeys = Smem::kKeyTiles * kTileRows;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t raw = cuda::smem_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* base_ptr = smem_raw + (base - raw);
 
-  const int k_subs = p.index.block_k / kTileRows;
+  const int k_subs = p.index.block_k / kCtaKeys;
   const int segment = static_cast<int>(blockIdx.x) / k_subs;
   const int k_sub = static_cast<int>(blockIdx.x) % k_subs;
   KeyBlockWork work;
@@ -388,14 +426,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   work.n_items = (transposed.offsets[segment + 1] - work.entry_begin) * work.q_subs;
   const int key_block = segment % transposed.key_blocks;
   const int bhk = segment / transposed.key_blocks;  // b * Hkv + hk
-  work.k0 = int64_t{key_block} * p.index.block_k + int64_t{k_sub} * kTileRows;
+  work.k0 = int64_t{key_block} * p.index.block_k + int64_t{k_sub} * kCtaKeys;
   if (work.n_items == 0 || work.k0 >= p.shape.kv_len) return;
   work.b = bhk / p.shape.kv_heads;
   work.hk = bhk % p.shape.kv_heads;
-  work.key_count = static_cast<int>(p.shape.kv_len - work.k0 < kTileRows ? p.shape.kv_len - work.k0 : kTileRows);
+  work.key_count = static_cast<int>(p.shape.kv_len - work.k0 < kCtaKeys ? p.shape.kv_len - work.k0 : kCtaKeys);
   work.kv_row0 = int64_t{bhk} * p.shape.kv_len;
 
-  CtaLayout<kHeadDim> cta;
+  CtaLayout<kHeadDim, kPaired> cta;
   cta.k_tile = base + Smem::kK;
   cta.v_tile = base + Smem::kV;
   cta.q_tiles = base + Smem::kQ;
@@ -410,7 +448,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kBwdStages; ++s) {
       mbarrier_init(cta.full + 8 * s, kProducerThreads);
-      mbarrier_init(cta.empty + 8 * s, 128);  // one consumer takes an item
+      mbarrier_init(cta.empty + 8 * s, kPaired ? kConsumers * 128 : 128);  // who takes an item
     }
     mbarrier_init(cta.kv_full, 1);
     mbarrier_init_fence();
@@ -420,7 +458,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (warpgroup == 0) {
     registers_decrease<kProducerRegisters>();
-    produce<kHeadDim>(p, transposed, maps, cta, work);
+    produce<kHeadDim, kPaired>(p, transposed, maps, cta, work);
     return;
   }
   registers_increase<kConsumerRegisters>();
@@ -432,9 +470,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   KeyGradients<kHeadDim> g;
 #pragma unroll
   for (int i = 0; i < kHeadDim / 2; ++i) g.dk[i] = g.dv[i] = 0.0f;
+  const int key0 = kPaired ? consumer * kTileRows : 0;  // this consumer's first key in the CTA
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    const int key = warp * 16 + lane / 4 + rr * 8;
+    const int key = key0 + warp * 16 + lane / 4 + rr * 8;
     g.k_global[rr] = key < work.key_count
                          ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, work.k0 + key))
                          : cuda::kNoKeyGlobal;
@@ -443,33 +482,35 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const uint32_t dq_tile = cta.dq_tiles + static_cast<uint32_t>(consumer * Smem::kDqBytes);
   const float scale_log2 = p.softmax_scale * kLog2e;
   mbarrier_wait(cta.kv_full, 0);
-  for (int t = consumer; t < work.n_items; t += kConsumers) {
-    consume_item<kHeadDim>(p, maps, cta, t, ds_tile, dq_tile, consumer, scale_log2, g);
+  for (int t = kPaired ? 0 : consumer; t < work.n_items; t += kPaired ? 1 : kConsumers) {
+    consume_item<kHeadDim, kPaired>(p, maps, cta, t, ds_tile, dq_tile, consumer, scale_log2, g);
   }
   if (tid == 0) bulk_wait_group();  // the last dQ reductions are done before the CTA's memory goes
 
-  // Both consumers are done with the ring; the second hands its dK / dV over through it
-  // (element-major: thread i's element e at [e][i], conflict free).
-  named_barrier_sync(4, kConsumers * 128);
-  if (consumer == 1) {
+  if constexpr (!kPaired) {
+    // Both consumers are done with the ring; the second hands its dK / dV over through it
+    // (element-major: thread i's element e at [e][i], conflict free).
+    named_barrier_sync(4, kConsumers * 128);
+    if (consumer == 1) {
+#pragma unroll
+      for (int i = 0; i < kHeadDim / 2; ++i) {
+        cta.handoff[i * 128 + tid] = g.dk[i];
+        cta.handoff[(kHeadDim / 2 + i) * 128 + tid] = g.dv[i];
+      }
+    }
+    named_barrier_sync(4, kConsumers * 128);
+    if (consumer == 1) return;
 #pragma unroll
     for (int i = 0; i < kHeadDim / 2; ++i) {
-      cta.handoff[i * 128 + tid] = g.dk[i];
-      cta.handoff[(kHeadDim / 2 + i) * 128 + tid] = g.dv[i];
+      g.dk[i] += cta.handoff[i * 128 + tid];
+      g.dv[i] += cta.handoff[(kHeadDim / 2 + i) * 128 + tid];
     }
-  }
-  named_barrier_sync(4, kConsumers * 128);
-  if (consumer == 1) return;
-#pragma unroll
-  for (int i = 0; i < kHeadDim / 2; ++i) {
-    g.dk[i] += cta.handoff[i * 128 + tid];
-    g.dv[i] += cta.handoff[(kHeadDim / 2 + i) * 128 + tid];
   }
   // The CTA owns these dK/dV rows in this launch: plain read-add-write. Accumulator row = key
   // warp*16 + lane/4 (+ 8), column = 8nt + 2(lane%4).
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    const int key = warp * 16 + lane / 4 + rr * 8;
+    const int key = key0 + warp * 16 + lane / 4 + rr * 8;
     if (key >= work.key_count) continue;
     const int64_t offset = (work.kv_row0 + work.k0 + key) * kHeadDim + (lane % 4) * 2;
 #pragma unroll
@@ -490,10 +531,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 #endif
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kPaired>
 void launch_instance(const SparseAttnBwdParams& params, const TransposedIndexView& transposed, cudaStream_t stream) {
-  constexpr int smem = BwdSmem<kHeadDim>::kBytes;
-  SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(sparse_attn_bwd_sm90_key_block_kernel<kHeadDim>,
+  constexpr int smem = BwdSmem<kHeadDim, kPaired>::kBytes;
+  SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(sparse_attn_bwd_sm90_key_block_kernel<kHeadDim, kPaired>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const AttentionShape& shape = params.shape;
   BwdTensorMaps maps;
@@ -504,8 +545,8 @@ void launch_instance(const SparseAttnBwdParams& params, const TransposedIndexVie
   maps.k = make_swizzled_tensor_map(params.k, kv_rows, kHeadDim);
   maps.v = make_swizzled_tensor_map(params.v, kv_rows, kHeadDim);
   maps.dq = make_swizzled_tensor_map(params.dq, q_rows, kHeadDim);
-  const int64_t blocks = int64_t{transposed.segments} * (params.index.block_k / kTileRows);
-  sparse_attn_bwd_sm90_key_block_kernel<kHeadDim>
+  const int64_t blocks = int64_t{transposed.segments} * (params.index.block_k / (kPaired ? 2 * kTileRows : kTileRows));
+  sparse_attn_bwd_sm90_key_block_kernel<kHeadDim, kPaired>
       <<<static_cast<unsigned>(blocks), kBwdThreads, smem, stream>>>(params, transposed, maps);
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
@@ -531,9 +572,11 @@ bool sparse_attn_bwd_sm90_supports(const SparseAttnBwdParams& params) {
 void launch_sparse_attn_bwd_key_blocks_sm90(const SparseAttnBwdParams& params, const TransposedIndexView& transposed,
                                             cudaStream_t stream) {
   if (params.shape.head_dim == 64) {
-    launch_instance<64>(params, transposed, stream);
+    launch_instance<64, false>(params, transposed, stream);
+  } else if (params.index.block_k % (2 * kTileRows) == 0) {
+    launch_instance<128, true>(params, transposed, stream);
   } else {
-    launch_instance<128>(params, transposed, stream);
+    launch_instance<128, false>(params, transposed, stream);
   }
 }
 

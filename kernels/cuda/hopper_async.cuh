@@ -4,8 +4,9 @@
 // that track both, register reallocation between warpgroups, and the proxy fence that makes
 // cp.async writes visible to wgmma. Layouts follow the PTX ISA sections "Asynchronous Warpgroup
 // Level Matrix Multiply-Accumulate" (matrix descriptor, canonical swizzled layouts, register
-// fragments) and "Tensor Copy" (loads and reductions); design notes in docs/kernels.md ("Hopper forward", "Hopper backward"). The device
-// instructions exist only in sm_90a code (callers guard with SPARSERING_SM90A_DEVICE_CODE).
+// fragments) and "Tensor Copy" (loads and reductions); design notes in docs/kernels.md ("Hopper
+// forward", "Hopper backward"). The device instructions exist only in sm_90a code (callers guard
+// with SPARSERING_SM90A_DEVICE_CODE).
 // Exercised through tests/kernels_gpu/.
 #pragma once
 

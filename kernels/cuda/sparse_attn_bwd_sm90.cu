@@ -7,7 +7,7 @@
 //   producer (warpgroup 0, registers given away): loads the CTA's K and V once, then, for every
 //     item (transposed-index entry x 64-query sub-tile), the item's statistics (lse, delta, query
 //     positions) into its stage's slot and its Q and dO tiles with the bulk tensor copy engine
-//     (TMA) into a kBwdStages-deep ring of 128-byte-swizzled tiles; "full" / "empty" mbarriers.
+//     (TMA) into a ring of 128-byte-swizzled stages; "full" / "empty" mbarriers.
 //   consumers (warpgroups 1 and 2), each holding dK and dV of 64 keys in registers (keys are the
 //     M dimension of every product but dQ, so no transposes in registers):
 //       S^T = K Q^T, dP^T = V dO^T          wgmma, both operands in shared memory
@@ -45,8 +45,6 @@ using cuda::kTileRows;
 constexpr int kConsumers = 2;
 constexpr int kBwdThreads = (kConsumers + 1) * 128;
 constexpr int kProducerThreads = 128;
-/// Items in flight: each stage holds one item's Q and dO tiles (64 queries) and its slot.
-constexpr int kBwdStages = 3;
 /// Registers per thread after reallocation: the consumers hold dK, dV (D/2 each), S^T, dP^T and
 /// the packed P^T / dS^T. The CTA keeps the registers it was launched with (168 per thread, the
 /// most 384 threads get), so a consumer can only grow by what the producer gives up: an increase
@@ -76,27 +74,33 @@ struct BwdItemSlot {
   int32_t masked;             ///< nonzero when the per-pair causal / bounds mask applies
 };
 
-/// Dynamic shared memory: K and V (64 rows), kBwdStages Q and dO tiles, one dS^T tile and one fp32
-/// dQ staging tile per consumer, the slots and mbarriers, and 1 KiB of slack to align the swizzled
-/// tiles to 1024 bytes. After the loop the Q and dO ring holds the second consumer's dK / dV
-/// (2 x 64 x D fp32).
+/// Dynamic shared memory: K and V (64 or 128 rows), kStages Q and dO tiles, a dS^T tile and an
+/// fp32 dQ staging tile per consumer, the slots and mbarriers, and 1 KiB of slack to align the
+/// swizzled tiles to 1024 bytes. Unpaired, after the loop the Q and dO ring holds the second
+/// consumer's dK / dV (2 x 64 x D fp32).
 template <int kHeadDim, bool kPaired>
 struct BwdSmem {
   static constexpr int kTileBytes = kTileRows * kHeadDim * 2;
   static constexpr int kKeyTiles = kPaired ? 2 : 1;  ///< 64-key tiles of K (and V) of the CTA
+  /// Items in flight: each stage holds one item's Q and dO tiles (64 queries) and its slot.
+  /// Unpaired, the consumers take alternate items, so the count is even: a stage's previous item
+  /// is then the waiting consumer's own, and the "full" parity it waits for cannot be a phase
+  /// older than the one it needs (with an odd count it may be the other consumer's, still
+  /// loading, and the wait would pass on the phase before).
+  static constexpr int kStages = kPaired ? 3 : 2;
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKeyTiles * kTileBytes;
   static constexpr int kQ = kV + kKeyTiles * kTileBytes;
-  static constexpr int kDout = kQ + kBwdStages * kTileBytes;
-  static constexpr int kDs = kDout + kBwdStages * kTileBytes;
+  static constexpr int kDout = kQ + kStages * kTileBytes;
+  static constexpr int kDs = kDout + kStages * kTileBytes;
   static constexpr int kDqColumns = kPaired ? kHeadDim / kConsumers : kHeadDim;  ///< dQ columns per consumer
   static constexpr int kDqBytes = kTileRows * kDqColumns * 4;
   static constexpr int kDq = kDs + kConsumers * kTileRows * kTileRows * 2;
   static constexpr int kSlots = kDq + kConsumers * kDqBytes;
-  static constexpr int kBarriers = kSlots + kBwdStages * static_cast<int>(sizeof(BwdItemSlot));
-  // full[kBwdStages], empty[kBwdStages], kv_full: 8 bytes each
-  static constexpr int kBytes = kBarriers + (2 * kBwdStages + 1) * 8 + 1024;
-  static_assert(kPaired || 2 * kBwdStages * kTileBytes >= 2 * kTileRows * kHeadDim * 4, "the ring must hold dK and dV");
+  static constexpr int kBarriers = kSlots + kStages * static_cast<int>(sizeof(BwdItemSlot));
+  // full[kStages], empty[kStages], kv_full: 8 bytes each
+  static constexpr int kBytes = kBarriers + (2 * kStages + 1) * 8 + 1024;
+  static_assert(kPaired || 2 * kStages * kTileBytes >= 2 * kTileRows * kHeadDim * 4, "the ring must hold dK and dV");
   static_assert(!kPaired || kHeadDim == 128, "paired consumers split dQ into two 64-column halves");
   static_assert(kBytes <= 227 * 1024, "more shared memory than an SM has");
 };
@@ -198,7 +202,7 @@ __device__ __forceinline__ void tma_load_tile(uint32_t tile, const void* map, in
   }
 }
 
-/// The producer warpgroup: K and V once, then every item's slot, Q and dO, kBwdStages ahead.
+/// The producer warpgroup: K and V once, then every item's slot, Q and dO, kStages ahead.
 template <int kHeadDim, bool kPaired>
 __device__ __forceinline__ void produce(const SparseAttnBwdParams& p, const TransposedIndexView& transposed,
                                         const BwdTensorMaps& maps, const CtaLayout<kHeadDim, kPaired>& cta,
@@ -216,8 +220,8 @@ __device__ __forceinline__ void produce(const SparseAttnBwdParams& p, const Tran
     }
   }
   for (int t = 0; t < work.n_items; ++t) {
-    const int s = t % kBwdStages;
-    if (t >= kBwdStages) mbarrier_wait(cta.empty + 8 * s, static_cast<uint32_t>((t / kBwdStages - 1) & 1));
+    const int s = t % Smem::kStages;
+    if (t >= Smem::kStages) mbarrier_wait(cta.empty + 8 * s, static_cast<uint32_t>((t / Smem::kStages - 1) & 1));
     const int code = transposed.entries[work.entry_begin + t / work.q_subs];
     const int g_i = code >> 1;
     const int h = work.hk * transposed.group + g_i / transposed.q_blocks;
@@ -268,8 +272,8 @@ __device__ __forceinline__ void consume_item(const SparseAttnBwdParams& p, const
   const uint32_t key_offset = kPaired ? static_cast<uint32_t>(consumer * Smem::kTileBytes) : 0u;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
-  const int s = t % kBwdStages;
-  mbarrier_wait(cta.full + 8 * s, static_cast<uint32_t>((t / kBwdStages) & 1));
+  const int s = t % Smem::kStages;
+  mbarrier_wait(cta.full + 8 * s, static_cast<uint32_t>((t / Smem::kStages) & 1));
   const uint32_t q_tile = cta.q_stage(s);
   const uint32_t dout_tile = cta.dout_stage(s);
 
@@ -443,10 +447,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   cta.slots = reinterpret_cast<BwdItemSlot*>(base_ptr + Smem::kSlots);
   cta.handoff = reinterpret_cast<float*>(base_ptr + Smem::kQ);
   cta.full = base + Smem::kBarriers;
-  cta.empty = cta.full + 8 * kBwdStages;
-  cta.kv_full = cta.empty + 8 * kBwdStages;
+  cta.empty = cta.full + 8 * Smem::kStages;
+  cta.kv_full = cta.empty + 8 * Smem::kStages;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kBwdStages; ++s) {
+    for (int s = 0; s < Smem::kStages; ++s) {
       mbarrier_init(cta.full + 8 * s, kProducerThreads);
       mbarrier_init(cta.empty + 8 * s, kPaired ? kConsumers * 128 : 128);  // who takes an item
     }

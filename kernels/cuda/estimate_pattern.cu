@@ -42,6 +42,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kP1TilesPerWarp = 2;
 constexpr int kP1MTilesPerCta = kWarps * kP1TilesPerWarp;
 constexpr int kP1ChunkKeys = 2048;
+constexpr int kP1Stages = 3;  // key tiles in flight: one CTA per SM hides the loads alone
 // Pass 2: 32 keys per warp, 256 keys per chunk, 4 chunks per CTA (the next chunk's K loads while
 // the current one computes), query tiles of 64.
 constexpr int kP2KeysPerWarp = 32;
@@ -97,9 +98,9 @@ struct Group {
 template <int kHeadDim>
 struct Pass1Smem {
   static constexpr int kTile = cuda::kTileBytes<kHeadDim>;
-  static constexpr int kK = 0;                        // 2 stages of 64 keys
-  static constexpr int kKeyGlobal = 2 * kTile;        // [2][64] int32
-  static constexpr int kBytes = kKeyGlobal + 2 * kTileRows * 4;
+  static constexpr int kK = 0;                             // kP1Stages stages of 64 keys
+  static constexpr int kKeyGlobal = kP1Stages * kTile;     // [kP1Stages][64] int32
+  static constexpr int kBytes = kKeyGlobal + kP1Stages * kTileRows * 4;
 };
 
 /// Partial statistics (base-2 max, sum) per (row, query, key chunk) of one shard.
@@ -124,20 +125,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t base = cuda::smem_address(smem);
   int32_t* key_global = reinterpret_cast<int32_t*>(smem + Smem::kKeyGlobal);
 
-  auto issue = [&](int tile, int stage) {
-    const int64_t k0 = key_begin + int64_t{tile} * kTileRows;
-    cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kK + stage * Smem::kTile, k_rows,
-                                              [&](int r) -> const uint16_t* {
-                                                return k0 + r < kv_len ? k_rows + (k0 + r) * kHeadDim : nullptr;
-                                              });
-    cuda::cp_async_commit();
-    const int r = static_cast<int>(threadIdx.x);
-    if (r < kTileRows) {
-      key_global[stage * kTileRows + r] =
-          k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r)) : INT32_MAX;
+  // Issues key tile `tile` (if it exists) into stage tile % kP1Stages and commits one cp.async
+  // group either way, so that group i always holds tile i.
+  auto issue = [&](int tile) {
+    if (tile < tiles) {
+      const int stage = tile % kP1Stages;
+      const int64_t k0 = key_begin + int64_t{tile} * kTileRows;
+      cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kK + stage * Smem::kTile, k_rows,
+                                                [&](int r) -> const uint16_t* {
+                                                  return k0 + r < kv_len ? k_rows + (k0 + r) * kHeadDim : nullptr;
+                                                });
+      const int r = static_cast<int>(threadIdx.x);
+      if (r < kTileRows) {
+        key_global[stage * kTileRows + r] =
+            k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r)) : INT32_MAX;
+      }
     }
+    cuda::cp_async_commit();
   };
-  issue(0, 0);
+#pragma unroll
+  for (int tile = 0; tile < kP1Stages - 1; ++tile) issue(tile);
 
   // This warp's query rows: group m-tile gm = round * 16 + warp * 2 + i is head gm / m_tiles_per_head,
   // queries (gm % m_tiles_per_head) * 16 + 0..15. Q fragments straight from global memory (A layout).
@@ -181,10 +188,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile & 1;
-    cuda::cp_async_wait<0>();
-    __syncthreads();  // K(tile) landed; every warp is done with the other stage
-    if (tile + 1 < tiles) issue(tile + 1, stage ^ 1);
+    const int stage = tile % kP1Stages;
+    cuda::cp_async_wait<kP1Stages - 2>();  // groups 0..tile complete: K(tile) landed
+    __syncthreads();  // ... for every thread; every warp is done with tile - 1's stage
+    issue(tile + kP1Stages - 1);  // into tile - 1's stage
     float s[kP1TilesPerWarp][8][4];
 #pragma unroll
     for (int i = 0; i < kP1TilesPerWarp; ++i) {

@@ -8,7 +8,8 @@
 // subnormals, near-uniform rows (the estimation's output on random inputs), one nonzero entry,
 // all-zero rows, and negative or NaN values (counted as zero). Lengths around the kernels'
 // 32-entry warp steps, 1024-entry warp ranges and 8192-entry chunks; recall 0.5 to 1.0; caps from
-// 1 to above the length.
+// 1 to above the length (all combinations in the Sweep suite, a few in the one compute-sanitizer
+// runs).
 #include "kernels/cuda/recall_select.hpp"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 
@@ -112,17 +114,15 @@ struct SelectCase {
   int32_t rows;
 };
 
-TEST(RecallSelectGpu, EqualsHostRecallPrefix) {
-  SPARSERING_REQUIRE_GPU();
-  std::mt19937_64 rng = test_rng();
-  CudaStream stream;
+/// Every (length, recall, cap) combination; cap -1 stands for the length + 3.
+void check_grid(std::initializer_list<SelectCase> cases, std::initializer_list<double> recalls,
+                std::initializer_list<int32_t> caps, std::mt19937_64& rng, const CudaStream& stream) {
   const std::array<MassKind, 8> kinds = {MassKind::heavy_tail,   MassKind::ties,   MassKind::all_equal,
                                          MassKind::dynamic_range, MassKind::near_uniform, MassKind::single,
                                          MassKind::zero,          MassKind::invalid};
-  for (const SelectCase c : {SelectCase{1, 3}, SelectCase{33, 8}, SelectCase{1025, 8}, SelectCase{8192, 8},
-                             SelectCase{8193, 8}, SelectCase{20000, 8}}) {
-    for (const double recall : {0.5, 0.9, 0.95, 1.0}) {
-      for (const int32_t cap_choice : {1, 7, 4096, -1}) {
+  for (const SelectCase c : cases) {
+    for (const double recall : recalls) {
+      for (const int32_t cap_choice : caps) {
         const int32_t capacity = cap_choice > 0 ? cap_choice : static_cast<int32_t>(c.entries + 3);
         std::vector<float> mass;
         for (int32_t r = 0; r < c.rows; ++r) {
@@ -146,10 +146,27 @@ TEST(RecallSelectGpu, EqualsHostRecallPrefix) {
         stream.synchronize();
         check_part(mass, c.rows, c.entries, recall, capacity, d_count, d_index,
                    str("entries ", c.entries, " recall ", recall, " cap ", capacity));
-        if (HasFailure()) return;
+        if (::testing::Test::HasFailure()) return;
       }
     }
   }
+}
+
+// A few combinations (also run under compute-sanitizer memcheck).
+TEST(RecallSelectGpu, EqualsHostRecallPrefix) {
+  SPARSERING_REQUIRE_GPU();
+  std::mt19937_64 rng = test_rng();
+  CudaStream stream;
+  check_grid({SelectCase{33, 8}, SelectCase{8193, 8}}, {0.5, 1.0}, {7, -1}, rng, stream);
+}
+
+TEST(RecallSelectGpuSweep, EqualsHostRecallPrefix) {
+  SPARSERING_REQUIRE_GPU();
+  std::mt19937_64 rng = test_rng();
+  CudaStream stream;
+  check_grid({SelectCase{1, 3}, SelectCase{33, 8}, SelectCase{1025, 8}, SelectCase{8192, 8}, SelectCase{8193, 8},
+              SelectCase{20000, 8}},
+             {0.5, 0.9, 0.95, 1.0}, {1, 7, 4096, -1}, rng, stream);
 }
 
 // Two parts of different row counts in one batch (the pipeline's verticals and slashes) select as

@@ -7,7 +7,9 @@
 // without host synchronization (launch_build_sparse_index_into, the count pass's bitmaps reused),
 // and the same with the bitmaps marked again in the fill pass. Also: a capacity too small is
 // reported by read_sparse_index_counts while the cut index stays within its arrays; an index is
-// rebuilt in place with other kept sets; the densest pattern fits the capacity bound.
+// rebuilt in place with other kept sets; the densest pattern fits the capacity bound. The
+// SparseIndexBuildGpu suite keeps to a few cases (compute-sanitizer runs it); the Sweep suite has
+// them all.
 #include "kernels/cuda/sparse_index_build.hpp"
 
 #include <gtest/gtest.h>
@@ -91,52 +93,77 @@ void expect_equal(const DeviceSparseIndex& got, const SparseIndex& expected, con
   EXPECT_EQ(download(got.column_index, got.columns), expected.column_index) << where;
 }
 
+struct BuildCase {
+  LayoutKind kind;
+  int32_t ranks;
+  int64_t granularity;
+  int64_t n;
+  int32_t block_q, block_k;
+};
+
+/// One case, every (query rank, K/V rank): the three ways of building equal the CPU builder.
+void check_build_case(const BuildCase& c, std::mt19937_64& rng, cudaStream_t stream) {
+  const TokenLayout layout = make_token_layout(c.kind, c.n, c.ranks, c.granularity);
+  const int32_t rows = 5;
+  std::vector<RowPattern> patterns;
+  for (int32_t r = 0; r < rows; ++r) patterns.push_back(random_row_pattern(rng, c.n));
+  patterns[0] = RowPattern{};  // keeps only itself
+  DeviceKeptSets sets(patterns);
+  const KeptSetsView kept = sets.view();
+  const int32_t capacity = kept.capacity;
+  for (int32_t q_rank = 0; q_rank < c.ranks; ++q_rank) {
+    for (int32_t kv_rank = 0; kv_rank < c.ranks; ++kv_rank) {
+      const RingPosition position{layout, q_rank, kv_rank};
+      const SparseIndex expected = build_sparse_index(IndexGeometry{position, c.block_q, c.block_k}, patterns);
+      const std::string where = str(to_string(c.kind), " W=", c.ranks, " G=", c.granularity, " N=", c.n, " blocks ",
+                                    c.block_q, "x", c.block_k, " q_rank ", q_rank, " kv_rank ", kv_rank);
+      const DeviceSparseIndex exact = launch_build_sparse_index(kept, position, c.block_q, c.block_k, stream);
+      SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream));
+      expect_equal(exact, expected, where + " (exact arrays)");
+      const SparseIndexCapacity bound =
+          sparse_index_capacity_bound(position, rows, c.block_q, c.block_k, capacity, capacity);
+      ASSERT_GE(bound.tiles, expected.tiles()) << where;
+      ASSERT_GE(bound.columns, expected.columns()) << where;
+      for (const int64_t max_bitmap_bytes : {int64_t{256} << 20, int64_t{0}}) {
+        DeviceSparseIndex into = allocate_sparse_index(position, rows, c.block_q, c.block_k, bound);
+        launch_build_sparse_index_into(kept, position, into, stream, SparseIndexBuildOptions{max_bitmap_bytes});
+        EXPECT_EQ(into.tiles, -1);
+        read_sparse_index_counts(into, stream);
+        expect_equal(into, expected, where + str(" (capacity bound, bitmap scratch limit ", max_bitmap_bytes, ")"));
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// A few cases (also run under compute-sanitizer): one rank, zigzag with key blocks larger than
+// query blocks, stripes equal to the blocks.
 TEST(SparseIndexBuildGpu, EqualsCpuBuilder) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
-  struct Case {
-    LayoutKind kind;
-    int32_t ranks;
-    int64_t granularity;
-    int64_t n;
-    int32_t block_q, block_k;
-  };
   CudaStream stream;
-  for (const Case& c : {Case{LayoutKind::contiguous, 1, 0, 1000, 64, 64}, Case{LayoutKind::contiguous, 3, 0, 900, 128, 64},
-                        Case{LayoutKind::zigzag, 2, 0, 1200, 64, 128}, Case{LayoutKind::zigzag, 4, 0, 1040, 48, 16},
-                        Case{LayoutKind::striped, 4, 16, 2048, 64, 64}, Case{LayoutKind::striped, 2, 64, 1280, 128, 128},
-                        Case{LayoutKind::striped, 3, 100, 1800, 64, 64}, Case{LayoutKind::striped, 2, 1, 512, 64, 32}}) {
-    const TokenLayout layout = make_token_layout(c.kind, c.n, c.ranks, c.granularity);
-    const int32_t rows = 5;
-    std::vector<RowPattern> patterns;
-    for (int32_t r = 0; r < rows; ++r) patterns.push_back(random_row_pattern(rng, c.n));
-    patterns[0] = RowPattern{};  // keeps only itself
-    DeviceKeptSets sets(patterns);
-    const KeptSetsView kept = sets.view();
-    const int32_t capacity = kept.capacity;
-    for (int32_t q_rank = 0; q_rank < c.ranks; ++q_rank) {
-      for (int32_t kv_rank = 0; kv_rank < c.ranks; ++kv_rank) {
-        const RingPosition position{layout, q_rank, kv_rank};
-        const SparseIndex expected = build_sparse_index(IndexGeometry{position, c.block_q, c.block_k}, patterns);
-        const std::string where = str(to_string(c.kind), " W=", c.ranks, " G=", c.granularity, " N=", c.n, " blocks ",
-                                      c.block_q, "x", c.block_k, " q_rank ", q_rank, " kv_rank ", kv_rank);
-        const DeviceSparseIndex exact = launch_build_sparse_index(kept, position, c.block_q, c.block_k, stream.get());
-        stream.synchronize();
-        expect_equal(exact, expected, where + " (exact arrays)");
-        const SparseIndexCapacity bound =
-            sparse_index_capacity_bound(position, rows, c.block_q, c.block_k, capacity, capacity);
-        ASSERT_GE(bound.tiles, expected.tiles()) << where;
-        ASSERT_GE(bound.columns, expected.columns()) << where;
-        for (const int64_t max_bitmap_bytes : {int64_t{256} << 20, int64_t{0}}) {
-          DeviceSparseIndex into = allocate_sparse_index(position, rows, c.block_q, c.block_k, bound);
-          launch_build_sparse_index_into(kept, position, into, stream.get(), SparseIndexBuildOptions{max_bitmap_bytes});
-          EXPECT_EQ(into.tiles, -1);
-          read_sparse_index_counts(into, stream.get());
-          expect_equal(into, expected, where + str(" (capacity bound, bitmap scratch limit ", max_bitmap_bytes, ")"));
-        }
-        if (HasFailure()) return;
-      }
-    }
+  for (const BuildCase& c : {BuildCase{LayoutKind::contiguous, 1, 0, 1000, 64, 64},
+                             BuildCase{LayoutKind::zigzag, 2, 0, 1200, 64, 128},
+                             BuildCase{LayoutKind::striped, 2, 64, 1280, 128, 128}}) {
+    check_build_case(c, rng, stream.get());
+    if (HasFailure()) return;
+  }
+}
+
+// Every layout, ring sizes 1-4, stripes smaller than, equal to and larger than the blocks,
+// blocks that are not multiples of 64, partial last blocks.
+TEST(SparseIndexBuildGpuSweep, EqualsCpuBuilder) {
+  SPARSERING_REQUIRE_GPU();
+  std::mt19937_64 rng = test_rng();
+  CudaStream stream;
+  for (const BuildCase& c :
+       {BuildCase{LayoutKind::contiguous, 1, 0, 1000, 64, 64}, BuildCase{LayoutKind::contiguous, 3, 0, 900, 128, 64},
+        BuildCase{LayoutKind::zigzag, 2, 0, 1200, 64, 128}, BuildCase{LayoutKind::zigzag, 4, 0, 1040, 48, 16},
+        BuildCase{LayoutKind::striped, 4, 16, 2048, 64, 64}, BuildCase{LayoutKind::striped, 2, 64, 1280, 128, 128},
+        BuildCase{LayoutKind::striped, 3, 100, 1800, 64, 64}, BuildCase{LayoutKind::striped, 2, 1, 512, 64, 32},
+        BuildCase{LayoutKind::contiguous, 1, 0, 5000, 1024, 64}}) {
+    check_build_case(c, rng, stream.get());
+    if (HasFailure()) return;
   }
 }
 

@@ -4,7 +4,7 @@
 // share it. Scores use mma.sync m16n8k16 (bf16 in, fp32 accumulate) in base 2 (scale x log2 e
 // folded into one multiply), with the causal mask from the token layout.
 //   Pass 1 (row statistics), S = Q K^T: each warp holds the Q fragments of 32 query rows of the
-//     group in registers and streams the CTA's 2048 keys through two shared-memory stages of 64
+//     group in registers and streams the CTA's 2048 keys through three shared-memory stages of 64
 //     keys (cp.async); every thread keeps an online (max, sum) per row over the keys it holds, so
 //     lanes are combined only once, at the end; a fold kernel (one warp per query) combines the
 //     key ranges.
@@ -370,37 +370,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     key_global[r] = k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r))
                                     : INT32_MAX;
   };
-  // Query tile and statistics of iteration `it` into stage it & 1.
+  // Query tile of iteration `it` into stage it & 1 (cp.async).
   auto issue_queries = [&](int it) {
     const int g = (it % per_chunk) / q_tiles;
     const int64_t t0 = int64_t{it % q_tiles} * kTileRows;
-    const int row = group.q_row(p.shape, g);
-    const uint16_t* q_rows = p.q_last + int64_t{row} * last_q * kHeadDim;
+    const uint16_t* q_rows = p.q_last + int64_t{group.q_row(p.shape, g)} * last_q * kHeadDim;
     cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kQ + (it & 1) * Smem::kTile, q_rows,
                                               [&](int r) -> const uint16_t* {
                                                 return t0 + r < last_q ? q_rows + (t0 + r) * kHeadDim : nullptr;
                                               });
+  };
+  // Statistics of iteration `it`, column threadIdx.x (< 64): loaded into registers early, stored
+  // to stage it & 1 after the MMAs, so no warp waits on them before computing.
+  // p = 2^(score x scale2 - max2) / sum; a column past last_q, or a query that sees no key
+  // anywhere, gets max2 = +inf and 1/sum = 0: probability 0 without a branch.
+  float next_max = 0.0f;
+  float next_sum = 0.0f;
+  auto load_stats = [&](int it) {
+    const int c = static_cast<int>(threadIdx.x);
+    const int64_t t = int64_t{it % q_tiles} * kTileRows + c;
+    next_sum = 0.0f;
+    if (c < kTileRows && t < last_q) {
+      const int64_t at = int64_t{group.q_row(p.shape, (it % per_chunk) / q_tiles)} * last_q + t;
+      next_max = p.row_max[at];
+      next_sum = p.row_sum[at];
+    }
+  };
+  auto store_stats = [&](int it) {
     const int c = static_cast<int>(threadIdx.x);
     if (c < kTileRows) {
-      // p = 2^(score x scale2 - max2) / sum; a column past last_q, or a query that sees no key
-      // anywhere, gets max2 = +inf and 1/sum = 0: probability 0 without a branch.
-      float max2 = INFINITY;
-      float inv = 0.0f;
-      if (t0 + c < last_q) {
-        const float sum = p.row_sum[int64_t{row} * last_q + t0 + c];
-        if (sum > 0.0f) {
-          max2 = p.row_max[int64_t{row} * last_q + t0 + c] * kLog2e;
-          inv = 1.0f / sum;
-        }
-      }
-      stats[(it & 1) * 2 * kTileRows + c] = max2;
-      stats[(it & 1) * 2 * kTileRows + kTileRows + c] = inv;
+      const bool seen = next_sum > 0.0f;
+      stats[(it & 1) * 2 * kTileRows + c] = seen ? next_max * kLog2e : INFINITY;
+      stats[(it & 1) * 2 * kTileRows + kTileRows + c] = seen ? 1.0f / next_sum : 0.0f;
     }
   };
 
   issue_keys(chunk_first);
   issue_queries(0);
   cuda::cp_async_commit();
+  load_stats(0);
+  store_stats(0);
 
   uint32_t k_frag[2][kSteps][4];
   int32_t kg[2][2];            // global positions of this thread's 4 keys [m-tile][row half]
@@ -446,7 +455,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                         key_global[kP2ChunkKeys - 1] - cta_key0 == kP2ChunkKeys - 1;
       __syncthreads();  // every warp holds its keys: the key region may be refilled
     }
-    if (it + 1 < iterations) issue_queries(it + 1);
+    const bool more = it + 1 < iterations;
+    if (more) {
+      issue_queries(it + 1);
+      load_stats(it + 1);
+    }
     cuda::cp_async_commit();
     if (chunk_start && chunk + 1 < chunk_first + chunk_count) {
       issue_keys(chunk + 1);
@@ -476,6 +489,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+
+    if (more) store_stats(it + 1);  // stage (it + 1) & 1 was last read before this iteration's (A)
 
     // Probabilities in place; the causal test only where the warp's last key follows the tile's
     // first query (keys ascend in global order; sentinel keys past kv_len always fail it).

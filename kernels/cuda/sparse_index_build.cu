@@ -195,10 +195,9 @@ __device__ ListGeometry list_geometry(const BuildGeometry& g) {
 /// Marks the list's key-block bitmap (shared, g.words words) from the row's slash intervals.
 /// `run_lo` / `run_hi` are shared arrays of block_q entries. Ends with a barrier.
 template <typename Scan>
-__device__ void mark_tiles(const BuildGeometry& g, const ListGeometry& lg, const int32_t* interval_count,
-                           const int32_t* interval_lo, const int32_t* interval_hi, int64_t interval_stride,
-                           uint32_t* bitmap, int64_t* run_lo, int64_t* run_hi, typename Scan::TempStorage& temp,
-                           int& carry) {
+__device__ void mark_tiles(const BuildGeometry& g, const ListGeometry& lg, int intervals, const int32_t* interval_lo,
+                           const int32_t* interval_hi, int64_t interval_stride, uint32_t* bitmap, int64_t* run_lo,
+                           int64_t* run_hi, typename Scan::TempStorage& temp, int& carry) {
   const TokenLayout& layout = g.position.layout;
   const int32_t q_rank = g.position.q_rank;
   const int64_t q_first = (lg.list % g.q_blocks) * g.block_q;
@@ -222,7 +221,6 @@ __device__ void mark_tiles(const BuildGeometry& g, const ListGeometry& lg, const
     __syncthreads();
   }
   const int runs = carry;
-  const int intervals = interval_count[lg.row];
   const int64_t pairs = int64_t{runs} * intervals;
   for (int64_t pr = threadIdx.x; pr < pairs; pr += kBuildThreads) {
     const int r = static_cast<int>(pr % runs);
@@ -274,8 +272,11 @@ __global__ void __launch_bounds__(kBuildThreads)
   int64_t* run_lo = reinterpret_cast<int64_t*>(smem + bitmap_smem_bytes(g.words));
   int64_t* run_hi = run_lo + g.block_q;
   const ListGeometry lg = list_geometry(g);
-  mark_tiles<Scan>(g, lg, s.interval_count, s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo, run_hi,
-                   temp.scan, carry);
+  // Loaded first: their latency overlaps the query runs' scan.
+  const int intervals = s.interval_count[lg.row];
+  const int n_keys = s.key_count[lg.row];
+  mark_tiles<Scan>(g, lg, intervals, s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo, run_hi, temp.scan,
+                   carry);
 
   int tiles = 0;
   for (int w = static_cast<int>(threadIdx.x); w < g.words; w += kBuildThreads) {
@@ -287,7 +288,6 @@ __global__ void __launch_bounds__(kBuildThreads)
   // Columns: the row's keys held here are ascending, so the visible ones are a prefix; steps of
   // kColumnStep keys, independent loads, stop at the first step that starts past the prefix.
   const int32_t* keys = s.key_local + int64_t{lg.row} * s.key_stride;
-  const int n_keys = s.key_count[lg.row];
   int columns = 0;
   for (int base = 0; base < n_keys && keys[base] < lg.visible_keys; base += kColumnStep) {
 #pragma unroll
@@ -334,17 +334,21 @@ __global__ void __launch_bounds__(kBuildThreads)
   int64_t* run_hi = run_lo + g.block_q;
   const ListGeometry lg = list_geometry(g);
   const TokenLayout& layout = g.position.layout;
+  // Loaded first, so their latency overlaps the bitmap's.
+  const int tile_begin = tile_offsets[lg.list];
+  const int tile_end = tile_offsets[lg.list + 1];  // clamped: never past the arrays
+  const int column_begin = column_offsets[lg.list];
+  const int column_end = column_offsets[lg.list + 1];
+  const int n_keys = s.key_count[lg.row];
   if (s.bitmaps != nullptr) {
     for (int w = static_cast<int>(threadIdx.x); w < g.words; w += kBuildThreads) bitmap[w] = s.bitmaps[lg.list * g.words + w];
     __syncthreads();
   } else {
-    mark_tiles<Scan>(g, lg, s.interval_count, s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo, run_hi,
-                     temp, carry);
+    mark_tiles<Scan>(g, lg, s.interval_count[lg.row], s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo,
+                     run_hi, temp, carry);
   }
 
   // Tile list: set bits in order (a block-wide scan over words keeps them ascending).
-  const int tile_begin = tile_offsets[lg.list];
-  const int tile_end = tile_offsets[lg.list + 1];  // clamped: never past the arrays
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
   for (int base = 0; base < g.words; base += kBuildThreads) {
@@ -367,10 +371,7 @@ __global__ void __launch_bounds__(kBuildThreads)
   }
 
   // Columns: the visible kept keys of this chunk outside every tile, kColumnItems per thread.
-  const int column_begin = column_offsets[lg.list];
-  const int column_end = column_offsets[lg.list + 1];
   const int32_t* keys = s.key_local + int64_t{lg.row} * s.key_stride;
-  const int n_keys = s.key_count[lg.row];
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
   for (int base = 0; base < n_keys && keys[base] < lg.visible_keys; base += kColumnStep) {

@@ -1,13 +1,23 @@
 // Vertical-slash pattern estimation: device code and launchers (see estimate_pattern.hpp).
-// Both passes tile the problem as (row, 1024-key chunk) CTAs of 4 warps; each warp scores 16 of
-// the last queries against 64-key tiles with mma.sync (K double-buffered through cp.async), in
-// fp32 with the causal mask from the token layout. Pass 1 keeps an online (max, sum) per query
-// and chunk, and a small kernel folds the chunks. Pass 2 recomputes the scores, turns them into
-// probabilities with the combined statistics into a shared tile, from which one thread per key
-// sums its column (a chunk's keys belong to one CTA, so vertical_mass is written, not added) and
-// one thread per diagonal sums it before one global atomic per diagonal (a per-pair atomic when
-// the tile's keys are not consecutive global positions). Tested against the CPU references in
-// tests/kernels_gpu/estimate_pattern_test.cpp.
+// Both passes run one CTA of 8 warps per (GQA group = batch x K/V head, key range), so K is read
+// from global memory once per group and pass, whatever the GQA ratio; the group's query heads
+// share it. Scores use mma.sync m16n8k16 (bf16 in, fp32 accumulate) in base 2 (scale x log2 e
+// folded into one multiply), with the causal mask from the token layout.
+//   Pass 1 (row statistics), S = Q K^T: each warp holds the Q fragments of 32 query rows of the
+//     group in registers and streams the CTA's 2048 keys through three shared-memory stages of 64
+//     keys (cp.async); every thread keeps an online (max, sum) per row over the keys it holds, so
+//     lanes are combined only once, at the end; a fold kernel (one warp per query) combines the
+//     key ranges.
+//   Pass 2 (masses), S^T = K Q^T: each warp holds the K fragments of 32 keys in registers and
+//     streams the group's query tiles (64 queries of one head) through two shared-memory stages.
+//     In this orientation a key is an accumulator row, so its vertical mass is a sum over the
+//     thread's own columns plus two shuffles, written once per (head, key), no atomics. A slash
+//     is a diagonal of the tile: when the warp's keys are consecutive global positions each
+//     thread folds its 64 probabilities into 22 diagonal partials, the warp adds the 8 partials
+//     of each of its 95 diagonals through a small shared stage, and (when the CTA's 256 keys are
+//     consecutive too) the warps add into 319 shared bins flushed with one global atomic per
+//     nonzero bin; other keys (stripes shorter than 32 tokens) add per pair.
+// Tested against the CPU references in tests/kernels_gpu/estimate_pattern_test.cpp.
 #include "kernels/cuda/estimate_pattern.hpp"
 
 #include <cmath>
@@ -23,10 +33,25 @@ namespace {
 
 using cuda::kTileRows;
 
-constexpr int kEstimateThreads = 128;
-constexpr int kChunkTiles = 16;  // key tiles per CTA
-constexpr int kChunkKeys = kChunkTiles * kTileRows;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Pass 1: 2 m-tiles (32 query rows) per warp, 256 rows of the group per CTA ("round"), 2048 keys.
+constexpr int kP1TilesPerWarp = 2;
+constexpr int kP1MTilesPerCta = kWarps * kP1TilesPerWarp;
+constexpr int kP1ChunkKeys = 2048;
+constexpr int kP1Stages = 3;  // key tiles in flight: one CTA per SM hides the loads alone
+// Pass 2: 32 keys per warp, 256 keys per chunk, 4 chunks per CTA (the next chunk's K loads while
+// the current one computes), query tiles of 64.
+constexpr int kP2KeysPerWarp = 32;
+constexpr int kP2ChunkKeys = kWarps * kP2KeysPerWarp;
+constexpr int kP2ChunksPerCta = 4;
+constexpr int kP2Diagonals = kP2KeysPerWarp + kTileRows - 1;   // 95 per warp tile
+constexpr int kP2Bins = kP2ChunkKeys + kTileRows - 1;          // 319 per CTA tile
+constexpr int kP2Partials = 22;                                // per thread: 11 diagonal groups x 2
+constexpr int kP2StagePitch = 33;                              // floats per partial row (padded)
 
 void check_estimate(const EstimateParams& p, bool pass2) {
   const AttentionShape& shape = p.shape;
@@ -44,6 +69,8 @@ void check_estimate(const EstimateParams& p, bool pass2) {
   require(shape.kv_len == layout.local_len(), "shape.kv_len = ", shape.kv_len, " must equal the layout's local length ",
           layout.local_len());
   require(std::isfinite(p.softmax_scale), "softmax_scale = ", p.softmax_scale, " is not finite");
+  require(int64_t{shape.batch} * shape.q_heads <= 65535, "batch x q_heads must be <= 65535, got ",
+          int64_t{shape.batch} * shape.q_heads);
   check_device_pointer(p.q_last, 16, "q_last");
   check_device_pointer(p.k, 16, "k");
   check_device_pointer(p.row_max, 4, "row_max");
@@ -54,166 +81,219 @@ void check_estimate(const EstimateParams& p, bool pass2) {
   }
 }
 
-/// Shared-memory layout of both passes: Q tile, 2 K stages, key global positions [2][64], and
-/// (pass 2) the chunk's vertical sums [1024] and one tile's probabilities [64][65] (padded).
-template <int kHeadDim>
-struct EstimateSmem {
-  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;
-  static constexpr int kQ = 0;
-  static constexpr int kK = kTile;
-  static constexpr int kKeyGlobal = 3 * kTile;
-  static constexpr int kVertical = kKeyGlobal + 2 * kTileRows * 4;
-  static constexpr int kProbs = kVertical + kChunkKeys * 4;
-  static constexpr int kBytes = kProbs + kTileRows * (kTileRows + 1) * 4;
+/// The GQA group of a CTA: batch b, K/V head hk, its query heads hk * group .. + group - 1.
+struct Group {
+  int b;
+  int hk;
+  int heads;  // query heads per K/V head
+  __device__ Group(const AttentionShape& shape, int kv_row)
+      : b(kv_row / shape.kv_heads), hk(kv_row % shape.kv_heads), heads(shape.q_heads / shape.kv_heads) {}
+  /// Row (batch x query head) of the group's g-th head.
+  __device__ int q_row(const AttentionShape& shape, int g) const { return b * shape.q_heads + hk * heads + g; }
 };
 
-/// The CTA's (query tile, key chunk) walk: loads Q rows q0.. and the chunk's key tiles
-/// (double-buffered), and calls visit(tile, s, key_global) with each warp's 16 x 64 scores
-/// (scaled, -inf where masked) after the tile's keys landed.
-template <int kHeadDim, typename Visit>
-__device__ __forceinline__ void for_each_score_tile(const EstimateParams& p, int row, int64_t q0, int64_t key_begin,
-                                                    unsigned char* smem, Visit visit) {
-  using Smem = EstimateSmem<kHeadDim>;
+// ---------------------------------------------------------------------------------------------
+// Pass 1
+
+template <int kHeadDim>
+struct Pass1Smem {
+  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;
+  static constexpr int kK = 0;                             // kP1Stages stages of 64 keys
+  static constexpr int kKeyGlobal = kP1Stages * kTile;     // [kP1Stages][64] int32
+  static constexpr int kBytes = kKeyGlobal + kP1Stages * kTileRows * 4;
+};
+
+/// Partial statistics (base-2 max, sum) per (row, query, key chunk) of one shard.
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads, 1)
+    estimate_pattern_pass1_kernel(const EstimateParams p, int chunks, int m_tiles_per_head, float* partial_max,
+                                  float* partial_sum) {
+  using Smem = Pass1Smem<kHeadDim>;
+  constexpr int kSteps = kHeadDim / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int chunk = static_cast<int>(blockIdx.x);
+  const Group group(p.shape, static_cast<int>(blockIdx.y));
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int b = row / p.shape.q_heads;
-  const int h = row % p.shape.q_heads;
-  const int hk = h / (p.shape.q_heads / p.shape.kv_heads);
   const int64_t last_q = p.shape.q_len;
   const int64_t kv_len = p.shape.kv_len;
-  const uint16_t* q_rows = p.q_last + int64_t{row} * last_q * kHeadDim;
-  const uint16_t* k_rows = p.k + (int64_t{b} * p.shape.kv_heads + hk) * kv_len * kHeadDim;
+  const int64_t n = p.position.layout.seq_len_tokens();
+  const int64_t first_query = n - last_q;  // global position of query 0
+  const int64_t key_begin = int64_t{chunk} * kP1ChunkKeys;
+  const int tiles = static_cast<int>(min(int64_t{kP1ChunkKeys / kTileRows}, (kv_len - key_begin + kTileRows - 1) / kTileRows));
+  const uint16_t* k_rows = p.k + (int64_t{group.b} * p.shape.kv_heads + group.hk) * kv_len * kHeadDim;
   const uint32_t base = cuda::smem_address(smem);
   int32_t* key_global = reinterpret_cast<int32_t*>(smem + Smem::kKeyGlobal);
-  const int64_t first_query = p.position.layout.seq_len_tokens() - last_q;
-  const int tiles = static_cast<int>(min(int64_t{kChunkTiles}, (kv_len - key_begin + kTileRows - 1) / kTileRows));
 
-  cuda::load_tile_async<kHeadDim, kEstimateThreads>(base + Smem::kQ, q_rows, [&](int r) -> const uint16_t* {
-    return q0 + r < last_q ? q_rows + (q0 + r) * kHeadDim : nullptr;
-  });
-  auto issue = [&](int tile, int stage) {
-    const int64_t k0 = key_begin + int64_t{tile} * kTileRows;
-    cuda::load_tile_async<kHeadDim, kEstimateThreads>(base + Smem::kK + stage * Smem::kTile, k_rows,
-                                                      [&](int r) -> const uint16_t* {
-                                                        return k0 + r < kv_len ? k_rows + (k0 + r) * kHeadDim : nullptr;
-                                                      });
-    cuda::cp_async_commit();
-    const int r = static_cast<int>(threadIdx.x);
-    if (r < kTileRows) {
-      key_global[stage * kTileRows + r] =
-          k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r)) : INT32_MAX;
-    }
-  };
-  issue(0, 0);
-  int32_t q_global[2];
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int64_t t = q0 + warp * 16 + lane / 4 + rr * 8;
-    q_global[rr] = t < last_q ? static_cast<int32_t>(first_query + t) : -1;
-  }
-  uint32_t q_frag[kHeadDim / 16][4];
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile & 1;
-    cuda::cp_async_wait<0>();
-    __syncthreads();
-    if (tile == 0) {
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-        cuda::ldmatrix_x4(q_frag[kk], base + Smem::kQ +
-                                          static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(warp * 16 + lane % 16, kk * 2 + lane / 16) * 2));
+  // Issues key tile `tile` (if it exists) into stage tile % kP1Stages and commits one cp.async
+  // group either way, so that group i always holds tile i.
+  auto issue = [&](int tile) {
+    if (tile < tiles) {
+      const int stage = tile % kP1Stages;
+      const int64_t k0 = key_begin + int64_t{tile} * kTileRows;
+      cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kK + stage * Smem::kTile, k_rows,
+                                                [&](int r) -> const uint16_t* {
+                                                  return k0 + r < kv_len ? k_rows + (k0 + r) * kHeadDim : nullptr;
+                                                });
+      const int r = static_cast<int>(threadIdx.x);
+      if (r < kTileRows) {
+        key_global[stage * kTileRows + r] =
+            k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r)) : INT32_MAX;
       }
     }
-    if (tile + 1 < tiles) issue(tile + 1, stage ^ 1);
-    float s[8][4];
+    cuda::cp_async_commit();
+  };
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  for (int tile = 0; tile < kP1Stages - 1; ++tile) issue(tile);
+
+  // This warp's query rows: group m-tile gm = round * 16 + warp * 2 + i is head gm / m_tiles_per_head,
+  // queries (gm % m_tiles_per_head) * 16 + 0..15. Q fragments straight from global memory (A layout).
+  uint32_t q_frag[kP1TilesPerWarp][kSteps][4];
+  int32_t q_global[kP1TilesPerWarp][2];
+  int out_row[kP1TilesPerWarp];
+  int64_t out_t[kP1TilesPerWarp];
+  const int valid_m_tiles = group.heads * m_tiles_per_head;
+#pragma unroll
+  for (int i = 0; i < kP1TilesPerWarp; ++i) {
+    const int gm = static_cast<int>(blockIdx.z) * kP1MTilesPerCta + warp * kP1TilesPerWarp + i;
+    const bool tile_valid = gm < valid_m_tiles;
+    const int g = tile_valid ? gm / m_tiles_per_head : 0;
+    const int64_t t0 = tile_valid ? int64_t{gm % m_tiles_per_head} * 16 : 0;
+    out_row[i] = group.q_row(p.shape, g);
+    out_t[i] = t0;
+    const uint32_t* q_words = reinterpret_cast<const uint32_t*>(p.q_last + int64_t{out_row[i]} * last_q * kHeadDim);
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int64_t t = t0 + lane / 4 + rr * 8;
+      const bool row_valid = tile_valid && t < last_q;
+      q_global[i][rr] = row_valid ? static_cast<int32_t>(first_query + t) : -1;
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t word = (t * kHeadDim + kk * 16 + half * 8 + (lane % 4) * 2) / 2;
+          q_frag[i][kk][rr + 2 * half] = row_valid ? q_words[word] : 0u;
+        }
+      }
+    }
+  }
+
+  const float scale2 = p.softmax_scale * kLog2e;
+  float m2[kP1TilesPerWarp][2];
+  float sum[kP1TilesPerWarp][2];
+#pragma unroll
+  for (int i = 0; i < kP1TilesPerWarp; ++i) {
+    m2[i][0] = m2[i][1] = -INFINITY;
+    sum[i][0] = sum[i][1] = 0.0f;
+  }
+
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int stage = tile % kP1Stages;
+    cuda::cp_async_wait<kP1Stages - 2>();  // groups 0..tile complete: K(tile) landed
+    __syncthreads();  // ... for every thread; every warp is done with tile - 1's stage
+    issue(tile + kP1Stages - 1);  // into tile - 1's stage
+    float s[kP1TilesPerWarp][8][4];
+#pragma unroll
+    for (int i = 0; i < kP1TilesPerWarp; ++i) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) s[i][nt][0] = s[i][nt][1] = s[i][nt][2] = s[i][nt][3] = 0.0f;
+    }
     const uint32_t k_tile = base + Smem::kK + stage * Smem::kTile;
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    for (int kk = 0; kk < kSteps; ++kk) {
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         uint32_t kf[4];
         const int r = np * 16 + (lane % 8) + (lane / 16) * 8;
         cuda::ldmatrix_x4(kf, k_tile + static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r, kk * 2 + (lane / 8) % 2) * 2));
-        cuda::mma_bf16_16816(s[2 * np], q_frag[kk], kf[0], kf[1]);
-        cuda::mma_bf16_16816(s[2 * np + 1], q_frag[kk], kf[2], kf[3]);
+#pragma unroll
+        for (int i = 0; i < kP1TilesPerWarp; ++i) {
+          cuda::mma_bf16_16816(s[i][2 * np], q_frag[i][kk], kf[0], kf[1]);
+          cuda::mma_bf16_16816(s[i][2 * np + 1], q_frag[i][kk], kf[2], kf[3]);
+        }
       }
     }
     const int32_t* kg = key_global + stage * kTileRows;
+    // Keys ascend in global order inside a tile, so the last one decides whether any query of
+    // the sequence's end can miss one (past kv_len the sentinel INT32_MAX always masks).
+    const bool masked = static_cast<int64_t>(kg[kTileRows - 1]) > first_query;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int i = 0; i < kP1TilesPerWarp; ++i) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[nt][e] = q_global[e / 2] < kg[nt * 8 + (lane % 4) * 2 + (e & 1)] ? -INFINITY : s[nt][e] * p.softmax_scale;
+      for (int rr = 0; rr < 2; ++rr) {
+        float x[16];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float score = s[i][nt][2 * rr + e] * scale2;
+            x[nt * 2 + e] = masked && q_global[i][rr] < kg[nt * 8 + (lane % 4) * 2 + e] ? -INFINITY : score;
+          }
+        }
+        float tile_max = x[0];
+#pragma unroll
+        for (int c = 1; c < 16; ++c) tile_max = fmaxf(tile_max, x[c]);
+        const float new_max = fmaxf(m2[i][rr], tile_max);
+        if (new_max == -INFINITY) continue;  // nothing visible yet
+        float add = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 16; ++c) add += cuda::fast_exp2(x[c] - new_max);
+        sum[i][rr] = sum[i][rr] * cuda::fast_exp2(m2[i][rr] - new_max) + add;
+        m2[i][rr] = new_max;
       }
     }
-    visit(tile, s, kg);
-    __syncthreads();  // the visit's shared-memory use of this tile is complete
   }
   cuda::cp_async_wait<0>();
-}
 
-/// Pass 1: partial (max, sum) per (row, query, chunk) -> partial_max / partial_sum.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kEstimateThreads)
-    estimate_pattern_pass1_kernel(const EstimateParams p, int chunks, float* partial_max, float* partial_sum) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int chunk = static_cast<int>(blockIdx.x);
-  const int row = static_cast<int>(blockIdx.y);
-  const int64_t q0 = int64_t{blockIdx.z} * kTileRows;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  float m[2] = {-INFINITY, -INFINITY};
-  float sum[2] = {0.0f, 0.0f};
-  for_each_score_tile<kHeadDim>(p, row, q0, int64_t{chunk} * kChunkKeys, smem,
-                                [&](int, float (&s)[8][4], const int32_t*) {
+  // Combine the quad's lanes (same rows, different keys), then one lane writes each row.
 #pragma unroll
-                                  for (int rr = 0; rr < 2; ++rr) {
-                                    float tile_max = -INFINITY;
+  for (int i = 0; i < kP1TilesPerWarp; ++i) {
 #pragma unroll
-                                    for (int nt = 0; nt < 8; ++nt) {
-                                      tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * rr], s[nt][2 * rr + 1]));
-                                    }
-                                    const float new_max = fmaxf(m[rr], cuda::quad_max(tile_max));
-                                    if (new_max == -INFINITY) continue;
-                                    float add = 0.0f;
+    for (int rr = 0; rr < 2; ++rr) {
+      float m = m2[i][rr];
+      float s = sum[i][rr];
 #pragma unroll
-                                    for (int nt = 0; nt < 8; ++nt) {
-                                      add += exp2f((s[nt][2 * rr] - new_max) * kLog2e) +
-                                             exp2f((s[nt][2 * rr + 1] - new_max) * kLog2e);
-                                    }
-                                    sum[rr] = sum[rr] * exp2f((m[rr] - new_max) * kLog2e) + add;
-                                    m[rr] = new_max;
-                                  }
-                                });
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const float total = cuda::quad_sum(sum[rr]);
-    const int64_t t = q0 + warp * 16 + lane / 4 + rr * 8;
-    if (lane % 4 == 0 && t < p.shape.q_len) {
-      const int64_t at = (int64_t{row} * p.shape.q_len + t) * chunks + chunk;
-      partial_max[at] = m[rr];
-      partial_sum[at] = total;
+      for (int mask = 1; mask <= 2; mask <<= 1) {
+        const float m_other = __shfl_xor_sync(0xffffffffu, m, mask);
+        const float s_other = __shfl_xor_sync(0xffffffffu, s, mask);
+        const float m_new = fmaxf(m, m_other);
+        s = m_new == -INFINITY ? 0.0f
+                               : s * cuda::fast_exp2(m - m_new) + s_other * cuda::fast_exp2(m_other - m_new);
+        m = m_new;
+      }
+      const int64_t t = out_t[i] + lane / 4 + rr * 8;
+      if (lane % 4 == 0 && q_global[i][rr] >= 0) {
+        const int64_t at = (int64_t{out_row[i]} * last_q + t) * chunks + chunk;
+        partial_max[at] = m;
+        partial_sum[at] = s;
+      }
     }
   }
 }
 
-/// Folds the chunks' partials of one (row, query) into row_max / row_sum (one thread each).
+/// Folds the key chunks' partials of one (row, query) into row_max / row_sum: one warp each.
 __global__ void estimate_pattern_fold_kernel(int64_t entries, int chunks, const float* partial_max,
                                              const float* partial_sum, float* row_max, float* row_sum) {
-  const int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t e = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
   if (e >= entries) return;
   float m = -INFINITY;
-  for (int c = 0; c < chunks; ++c) m = fmaxf(m, partial_max[e * chunks + c]);
+  for (int c = lane; c < chunks; c += 32) m = fmaxf(m, partial_max[e * chunks + c]);
+#pragma unroll
+  for (int mask = 16; mask >= 1; mask >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, mask));
   float s = 0.0f;
   if (m != -INFINITY) {
-    for (int c = 0; c < chunks; ++c) {
+    for (int c = lane; c < chunks; c += 32) {
       const float mc = partial_max[e * chunks + c];
-      if (mc != -INFINITY) s += partial_sum[e * chunks + c] * expf(mc - m);
+      if (mc != -INFINITY) s += partial_sum[e * chunks + c] * exp2f(mc - m);
     }
   }
-  row_max[e] = m;
-  row_sum[e] = s;
+#pragma unroll
+  for (int mask = 16; mask >= 1; mask >>= 1) s += __shfl_xor_sync(0xffffffffu, s, mask);
+  if (lane == 0) {
+    row_max[e] = m == -INFINITY ? m : m * kLn2;  // partials are in base 2
+    row_sum[e] = s;
+  }
 }
 
 __global__ void estimate_pattern_combine_kernel(int64_t rows, const float* shard_max, const float* shard_sum,
@@ -230,119 +310,361 @@ __global__ void estimate_pattern_combine_kernel(int64_t rows, const float* shard
   row_sum[e] = sa + sb;
 }
 
-/// Pass 2: CTA per (chunk, row); loops over the query tiles.
+// ---------------------------------------------------------------------------------------------
+// Pass 2
+
 template <int kHeadDim>
-__global__ void __launch_bounds__(kEstimateThreads) estimate_pattern_pass2_kernel(const EstimateParams p) {
-  using Smem = EstimateSmem<kHeadDim>;
+struct Pass2Smem {
+  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;              // 64 rows
+  static constexpr int kK = 0;                                          // 256 key rows
+  static constexpr int kQ = kK + (kP2ChunkKeys / kTileRows) * kTile;    // 2 stages of 64 queries
+  static constexpr int kStats = kQ + 2 * kTile;                         // [2][2][64] floats: max2, 1/sum
+  static constexpr int kKeyGlobal = kStats + 2 * 2 * kTileRows * 4;     // [256] int32
+  static constexpr int kStage = kKeyGlobal + kP2ChunkKeys * 4;          // [warps][22][33] floats
+  static constexpr int kBins = kStage + kWarps * kP2Partials * kP2StagePitch * 4;  // [320] floats
+  static constexpr int kBytes = kBins + 320 * 4;
+};
+
+/// Pass 2: CTA per (GQA group, 4 chunks of 256 keys); iterates (chunk, head, query tile).
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads, 1)
+    estimate_pattern_pass2_kernel(const EstimateParams p, int chunks, int q_tiles) {
+  using Smem = Pass2Smem<kHeadDim>;
+  constexpr int kSteps = kHeadDim / 16;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int chunk = static_cast<int>(blockIdx.x);
-  const int row = static_cast<int>(blockIdx.y);
+  const Group group(p.shape, static_cast<int>(blockIdx.y));
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t key_begin = int64_t{chunk} * kChunkKeys;
-  const int64_t n = p.position.layout.seq_len_tokens();
+  const int quad_row = lane / 4;  // a: accumulator row within an 8-row half
+  const int quad_col = lane % 4;  // b: column pair
   const int64_t last_q = p.shape.q_len;
-  float* vertical = reinterpret_cast<float*>(smem + Smem::kVertical);
-  float* probs = reinterpret_cast<float*>(smem + Smem::kProbs);  // [64][65]
-  for (int i = static_cast<int>(threadIdx.x); i < kChunkKeys; i += kEstimateThreads) vertical[i] = 0.0f;
-  float* slash_row = p.slash_mass + int64_t{row} * n;
-
-  for (int64_t q0 = 0; q0 < last_q; q0 += kTileRows) {
-    // This thread's rows: statistics in base 2 (p = 2^(s log2e - m log2e) / sum).
-    float row_m[2];
-    float row_inv[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int64_t t = q0 + warp * 16 + lane / 4 + rr * 8;
-      const float sum = t < last_q ? p.row_sum[int64_t{row} * last_q + t] : 0.0f;
-      row_m[rr] = t < last_q ? p.row_max[int64_t{row} * last_q + t] : 0.0f;
-      row_inv[rr] = sum > 0.0f ? 1.0f / sum : 0.0f;  // no key anywhere: nothing to share out
-    }
-    const int64_t query_global0 = n - last_q + q0;
-    for_each_score_tile<kHeadDim>(p, row, q0, key_begin, smem, [&](int tile, float (&s)[8][4], const int32_t* kg) {
-      // The tile's probabilities go to shared memory; columns and diagonals are then summed by
-      // one thread each (no shared atomics, conflict-free: row pitch 65 floats).
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = warp * 16 + lane / 4 + (e / 2) * 8;
-          const int c = nt * 8 + (lane % 4) * 2 + (e & 1);
-          probs[r * (kTileRows + 1) + c] =
-              s[nt][e] == -INFINITY ? 0.0f : exp2f((s[nt][e] - row_m[e / 2]) * kLog2e) * row_inv[e / 2];
-        }
-      }
-      __syncthreads();
-      const int t = static_cast<int>(threadIdx.x);
-      if (t < kTileRows) {
-        float column = 0.0f;
-        for (int r = 0; r < kTileRows; ++r) column += probs[r * (kTileRows + 1) + t];
-        vertical[tile * kTileRows + t] += column;  // this thread alone owns the key in this CTA
-      }
-      // Keys of the tile at consecutive global positions: diagonal b = r - c + 63 is one offset.
-      const bool consecutive = kg[kTileRows - 1] != INT32_MAX && kg[kTileRows - 1] - kg[0] == kTileRows - 1;
-      if (consecutive) {
-        if (t < 2 * kTileRows - 1) {
-          const int shift = t - (kTileRows - 1);  // r - c
-          float diagonal = 0.0f;
-          for (int r = max(0, shift); r < min(kTileRows, kTileRows + shift); ++r) {
-            diagonal += probs[r * (kTileRows + 1) + (r - shift)];
-          }
-          if (diagonal != 0.0f) atomicAdd(slash_row + (query_global0 - kg[0] + shift), diagonal);
-        }
-      } else {
-        for (int e = t; e < kTileRows * kTileRows; e += kEstimateThreads) {
-          const int r = e / kTileRows;
-          const int c = e % kTileRows;
-          const float prob = probs[r * (kTileRows + 1) + c];
-          if (prob != 0.0f) atomicAdd(slash_row + (query_global0 + r - kg[c]), prob);
-        }
-      }
-    });
-  }
-  __syncthreads();
   const int64_t kv_len = p.shape.kv_len;
-  for (int i = static_cast<int>(threadIdx.x); i < kChunkKeys; i += kEstimateThreads) {
-    if (key_begin + i < kv_len) p.vertical_mass[int64_t{row} * kv_len + key_begin + i] = vertical[i];
+  const int64_t n = p.position.layout.seq_len_tokens();
+  const int64_t first_query = n - last_q;
+  const uint16_t* k_rows = p.k + (int64_t{group.b} * p.shape.kv_heads + group.hk) * kv_len * kHeadDim;
+  const uint32_t base = cuda::smem_address(smem);
+  float* stats = reinterpret_cast<float*>(smem + Smem::kStats);
+  int32_t* key_global = reinterpret_cast<int32_t*>(smem + Smem::kKeyGlobal);
+  float* stage = reinterpret_cast<float*>(smem + Smem::kStage) + warp * kP2Partials * kP2StagePitch;
+  float* bins = reinterpret_cast<float*>(smem + Smem::kBins);
+  const float scale2 = p.softmax_scale * kLog2e;
+
+  const int chunk_first = static_cast<int>(blockIdx.x) * kP2ChunksPerCta;
+  const int chunk_count = min(kP2ChunksPerCta, chunks - chunk_first);
+  const int per_chunk = group.heads * q_tiles;  // iterations (head, query tile) per chunk
+  const int iterations = chunk_count * per_chunk;
+
+  for (int i = static_cast<int>(threadIdx.x); i < 320; i += kThreads) bins[i] = 0.0f;
+
+  auto issue_keys = [&](int chunk) {
+    const int64_t k0 = int64_t{chunk} * kP2ChunkKeys;
+#pragma unroll
+    for (int part = 0; part < kP2ChunkKeys / kTileRows; ++part) {
+      const int64_t p0 = k0 + part * kTileRows;
+      cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kK + part * Smem::kTile, k_rows,
+                                                [&](int r) -> const uint16_t* {
+                                                  return p0 + r < kv_len ? k_rows + (p0 + r) * kHeadDim : nullptr;
+                                                });
+    }
+    const int r = static_cast<int>(threadIdx.x);
+    key_global[r] = k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r))
+                                    : INT32_MAX;
+  };
+  // Query tile of iteration `it` into stage it & 1 (cp.async).
+  auto issue_queries = [&](int it) {
+    const int g = (it % per_chunk) / q_tiles;
+    const int64_t t0 = int64_t{it % q_tiles} * kTileRows;
+    const uint16_t* q_rows = p.q_last + int64_t{group.q_row(p.shape, g)} * last_q * kHeadDim;
+    cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kQ + (it & 1) * Smem::kTile, q_rows,
+                                              [&](int r) -> const uint16_t* {
+                                                return t0 + r < last_q ? q_rows + (t0 + r) * kHeadDim : nullptr;
+                                              });
+  };
+  // Statistics of iteration `it`, column threadIdx.x (< 64): loaded into registers early, stored
+  // to stage it & 1 after the MMAs, so no warp waits on them before computing.
+  // p = 2^(score x scale2 - max2) / sum; a column past last_q, or a query that sees no key
+  // anywhere, gets max2 = +inf and 1/sum = 0: probability 0 without a branch.
+  float next_max = 0.0f;
+  float next_sum = 0.0f;
+  auto load_stats = [&](int it) {
+    const int c = static_cast<int>(threadIdx.x);
+    const int64_t t = int64_t{it % q_tiles} * kTileRows + c;
+    next_sum = 0.0f;
+    if (c < kTileRows && t < last_q) {
+      const int64_t at = int64_t{group.q_row(p.shape, (it % per_chunk) / q_tiles)} * last_q + t;
+      next_max = p.row_max[at];
+      next_sum = p.row_sum[at];
+    }
+  };
+  auto store_stats = [&](int it) {
+    const int c = static_cast<int>(threadIdx.x);
+    if (c < kTileRows) {
+      const bool seen = next_sum > 0.0f;
+      stats[(it & 1) * 2 * kTileRows + c] = seen ? next_max * kLog2e : INFINITY;
+      stats[(it & 1) * 2 * kTileRows + kTileRows + c] = seen ? 1.0f / next_sum : 0.0f;
+    }
+  };
+
+  issue_keys(chunk_first);
+  issue_queries(0);
+  cuda::cp_async_commit();
+  load_stats(0);
+  store_stats(0);
+
+  uint32_t k_frag[2][kSteps][4];
+  int32_t kg[2][2];            // global positions of this thread's 4 keys [m-tile][row half]
+  int32_t warp_key0 = 0;       // global position of the warp's first key
+  int32_t cta_key0 = 0;        // ... of the CTA's first key
+  bool warp_consecutive = false;
+  bool cta_consecutive = false;
+  bool warp_last_key_late = true;  // the warp's last key may be after some query (mask needed)
+  int32_t warp_last_key = 0;
+  float vertical[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  bool keys_newest = false;  // the most recent cp.async group is the next chunk's keys
+
+  for (int it = 0; it < iterations; ++it) {
+    const int chunk = chunk_first + it / per_chunk;
+    const int g = (it % per_chunk) / q_tiles;
+    const int qt = it % q_tiles;
+    const bool chunk_start = it % per_chunk == 0;
+    if (keys_newest && !chunk_start) {
+      cuda::cp_async_wait<1>();  // this iteration's queries, not yet the next chunk's keys
+    } else {
+      cuda::cp_async_wait<0>();
+    }
+    __syncthreads();  // (A) queries (and at a chunk start the keys) landed; bins zeroed
+    keys_newest = false;
+    if (chunk_start) {
+      const int key0 = warp * kP2KeysPerWarp;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int kk = 0; kk < kSteps; ++kk) {
+          const int r = key0 + mt * 16 + lane % 16;
+          cuda::ldmatrix_x4(k_frag[mt][kk], base + Smem::kK + static_cast<uint32_t>((r / kTileRows) * Smem::kTile) +
+                                                static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r % kTileRows, kk * 2 + lane / 16) * 2));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) kg[mt][h] = key_global[key0 + mt * 16 + h * 8 + quad_row];
+      }
+      warp_key0 = key_global[key0];
+      warp_last_key = key_global[key0 + kP2KeysPerWarp - 1];
+      cta_key0 = key_global[0];
+      warp_consecutive = warp_last_key != INT32_MAX && warp_last_key - warp_key0 == kP2KeysPerWarp - 1;
+      cta_consecutive = key_global[kP2ChunkKeys - 1] != INT32_MAX &&
+                        key_global[kP2ChunkKeys - 1] - cta_key0 == kP2ChunkKeys - 1;
+      __syncthreads();  // every warp holds its keys: the key region may be refilled
+    }
+    const bool more = it + 1 < iterations;
+    if (more) {
+      issue_queries(it + 1);
+      load_stats(it + 1);
+    }
+    cuda::cp_async_commit();
+    if (chunk_start && chunk + 1 < chunk_first + chunk_count) {
+      issue_keys(chunk + 1);
+      cuda::cp_async_commit();
+      keys_newest = true;
+    }
+
+    // S^T = K Q^T for the warp's 32 keys x 64 queries.
+    float s[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+    }
+    const uint32_t q_tile = base + Smem::kQ + (it & 1) * Smem::kTile;
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t qf[4];
+        const int r = np * 16 + (lane % 8) + (lane / 16) * 8;
+        cuda::ldmatrix_x4(qf, q_tile + static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r, kk * 2 + (lane / 8) % 2) * 2));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          cuda::mma_bf16_16816(s[mt][2 * np], k_frag[mt][kk], qf[0], qf[1]);
+          cuda::mma_bf16_16816(s[mt][2 * np + 1], k_frag[mt][kk], qf[2], qf[3]);
+        }
+      }
+    }
+
+    if (more) store_stats(it + 1);  // stage (it + 1) & 1 was last read before this iteration's (A)
+
+    // Probabilities in place; the causal test only where the warp's last key follows the tile's
+    // first query (keys ascend in global order; sentinel keys past kv_len always fail it).
+    const float* max2 = stats + (it & 1) * 2 * kTileRows;
+    const float* inv = max2 + kTileRows;
+    const int64_t query0 = first_query + int64_t{qt} * kTileRows;  // global position of column 0
+    warp_last_key_late = static_cast<int64_t>(warp_last_key) > query0;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int c = nt * 8 + quad_col * 2 + j;
+        const float m = max2[c];
+        const float v = inv[c];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float prob = cuda::fast_exp2(s[mt][nt][2 * h + j] * scale2 - m) * v;
+            if (warp_last_key_late && query0 + c < static_cast<int64_t>(kg[mt][h])) prob = 0.0f;
+            s[mt][nt][2 * h + j] = prob;
+          }
+        }
+      }
+    }
+
+    // Vertical: this thread's columns, accumulated over the head's query tiles.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float row = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) row += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+        vertical[mt][h] += row;
+      }
+    }
+
+    // Slash: diagonal e = c - r of the warp tile, offset d = query0 - warp_key0 + e.
+    float* slash_row = p.slash_mass + int64_t{group.q_row(p.shape, g)} * n;
+    if (warp_consecutive) {
+      // Value (mt, nt, h, j) sits on e = 8u + (2b + j - a) with u = nt - h - 2 mt in [-3, 7].
+      float partial[11][2];
+#pragma unroll
+      for (int u = 0; u < 11; ++u) partial[u][0] = partial[u][1] = 0.0f;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) partial[nt - h - 2 * mt + 3][j] += s[mt][nt][2 * h + j];
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 11; ++u) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) stage[(u * 2 + j) * kP2StagePitch + lane] = partial[u][j];
+      }
+      __syncwarp();
+      for (int idx = lane; idx < kP2Diagonals; idx += 32) {
+        const int e = idx - (kP2KeysPerWarp - 1);  // in [-31, 63]
+        float total = 0.0f;
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const int s2 = ((e + a) % 8 + 8) % 8;  // 2b + j of the lane (a, b) holding this diagonal
+          const int u = (e + a - s2) / 8;
+          if (u >= -3 && u <= 7) total += stage[((u + 3) * 2 + (s2 & 1)) * kP2StagePitch + a * 4 + (s2 >> 1)];
+        }
+        if (total != 0.0f) {
+          if (cta_consecutive) {
+            atomicAdd(&bins[e + (kP2ChunkKeys - 1) - warp * kP2KeysPerWarp], total);
+          } else {
+            atomicAdd(slash_row + (query0 - warp_key0 + e), total);
+          }
+        }
+      }
+      __syncwarp();
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const float prob = s[mt][nt][2 * h + j];
+              if (prob != 0.0f) atomicAdd(slash_row + (query0 + nt * 8 + quad_col * 2 + j - kg[mt][h]), prob);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();  // (B) every warp's bins are in
+    if (cta_consecutive) {
+      // Bin i holds offset query0 - cta_key0 - 255 + i.
+      const int64_t d0 = query0 - cta_key0 - (kP2ChunkKeys - 1);
+      for (int i = static_cast<int>(threadIdx.x); i < kP2Bins; i += kThreads) {
+        const float total = bins[i];
+        if (total != 0.0f) {
+          atomicAdd(slash_row + (d0 + i), total);
+          bins[i] = 0.0f;
+        }
+      }
+    }
+    if (qt == q_tiles - 1) {
+      // The head's last query tile: its vertical mass of these keys is complete.
+      float* vertical_row = p.vertical_mass + int64_t{group.q_row(p.shape, g)} * kv_len;
+      const int64_t key0 = int64_t{chunk} * kP2ChunkKeys + warp * kP2KeysPerWarp;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float v = vertical[mt][h];
+          v += __shfl_xor_sync(0xffffffffu, v, 1);
+          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          const int64_t key = key0 + mt * 16 + h * 8 + quad_row;
+          if (quad_col == 0 && key < kv_len) vertical_row[key] = v;
+          vertical[mt][h] = 0.0f;
+        }
+      }
+    }
   }
+  cuda::cp_async_wait<0>();
 }
 
 template <int kHeadDim>
 void launch_pass1_instance(const EstimateParams& p, cudaStream_t stream) {
   const int rows = p.shape.batch * p.shape.q_heads;
-  const int chunks = static_cast<int>((p.shape.kv_len + kChunkKeys - 1) / kChunkKeys);
+  const int chunks = static_cast<int>((p.shape.kv_len + kP1ChunkKeys - 1) / kP1ChunkKeys);
   const int64_t entries = int64_t{rows} * p.shape.q_len;
+  const unsigned fold_blocks = static_cast<unsigned>((entries * 32 + 255) / 256);
   if (chunks == 0) {  // an empty shard: every query sees no key
-    estimate_pattern_fold_kernel<<<static_cast<unsigned>((entries + 255) / 256), 256, 0, stream>>>(
-        entries, 0, nullptr, nullptr, p.row_max, p.row_sum);
+    estimate_pattern_fold_kernel<<<fold_blocks, 256, 0, stream>>>(entries, 0, nullptr, nullptr, p.row_max, p.row_sum);
     SPARSERING_CUDA_CHECK(cudaGetLastError());
     return;
   }
+  const int64_t m_tiles_per_head = (p.shape.q_len + 15) / 16;
+  const int64_t rounds = (int64_t{p.shape.q_heads / p.shape.kv_heads} * m_tiles_per_head + kP1MTilesPerCta - 1) /
+                         kP1MTilesPerCta;
+  require(rounds <= 65535, "last_q x (q_heads / kv_heads) is too large for the estimation: ", rounds,
+          " query rounds of 256 rows (at most 65535)");
   StreamBuffer partials(static_cast<size_t>(entries) * static_cast<size_t>(chunks) * 8, stream);
   float* partial_max = partials.as<float>();
   float* partial_sum = partial_max + entries * chunks;
-  constexpr int smem = EstimateSmem<kHeadDim>::kBytes;
+  constexpr int smem = Pass1Smem<kHeadDim>::kBytes;
   SPARSERING_CUDA_CHECK(
       cudaFuncSetAttribute(estimate_pattern_pass1_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows),
-                  static_cast<unsigned>((p.shape.q_len + kTileRows - 1) / kTileRows));
-  estimate_pattern_pass1_kernel<kHeadDim><<<grid, kEstimateThreads, smem, stream>>>(p, chunks, partial_max, partial_sum);
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.shape.batch * p.shape.kv_heads),
+                  static_cast<unsigned>(rounds));
+  estimate_pattern_pass1_kernel<kHeadDim><<<grid, kThreads, smem, stream>>>(
+      p, chunks, static_cast<int>(m_tiles_per_head), partial_max, partial_sum);
   SPARSERING_CUDA_CHECK(cudaGetLastError());
-  estimate_pattern_fold_kernel<<<static_cast<unsigned>((entries + 255) / 256), 256, 0, stream>>>(
-      entries, chunks, partial_max, partial_sum, p.row_max, p.row_sum);
+  estimate_pattern_fold_kernel<<<fold_blocks, 256, 0, stream>>>(entries, chunks, partial_max, partial_sum, p.row_max,
+                                                                p.row_sum);
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int kHeadDim>
 void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
-  const int rows = p.shape.batch * p.shape.q_heads;
-  const int chunks = static_cast<int>((p.shape.kv_len + kChunkKeys - 1) / kChunkKeys);
+  const int chunks = static_cast<int>((p.shape.kv_len + kP2ChunkKeys - 1) / kP2ChunkKeys);
   if (chunks == 0) return;
-  constexpr int smem = EstimateSmem<kHeadDim>::kBytes;
+  const int64_t q_tiles = (p.shape.q_len + kTileRows - 1) / kTileRows;
+  require(q_tiles * (p.shape.q_heads / p.shape.kv_heads) * kP2ChunksPerCta < (int64_t{1} << 31),
+          "last_q x (q_heads / kv_heads) is too large for the estimation");
+  constexpr int smem = Pass2Smem<kHeadDim>::kBytes;
   SPARSERING_CUDA_CHECK(
       cudaFuncSetAttribute(estimate_pattern_pass2_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
-  estimate_pattern_pass2_kernel<kHeadDim><<<grid, kEstimateThreads, smem, stream>>>(p);
+  const dim3 grid(static_cast<unsigned>((chunks + kP2ChunksPerCta - 1) / kP2ChunksPerCta),
+                  static_cast<unsigned>(p.shape.batch * p.shape.kv_heads));
+  estimate_pattern_pass2_kernel<kHeadDim><<<grid, kThreads, smem, stream>>>(p, chunks, static_cast<int>(q_tiles));
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -350,7 +672,6 @@ void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
 
 void launch_estimate_pattern_pass1(const EstimateParams& params, cudaStream_t stream) {
   check_estimate(params, false);
-  require(int64_t{params.shape.batch} * params.shape.q_heads <= 65535, "batch x q_heads must be <= 65535");
   if (params.shape.head_dim == 64) {
     launch_pass1_instance<64>(params, stream);
   } else {
@@ -373,7 +694,6 @@ void launch_estimate_pattern_combine(int64_t rows, const float* shard_max, const
 
 void launch_estimate_pattern_pass2(const EstimateParams& params, cudaStream_t stream) {
   check_estimate(params, true);
-  require(int64_t{params.shape.batch} * params.shape.q_heads <= 65535, "batch x q_heads must be <= 65535");
   if (params.shape.head_dim == 64) {
     launch_pass2_instance<64>(params, stream);
   } else {

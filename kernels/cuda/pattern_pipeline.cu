@@ -2,6 +2,7 @@
 // selection and build launchers in stream-ordered scratch memory; no kernels of its own.
 #include "kernels/cuda/pattern_pipeline.hpp"
 
+#include <array>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -11,18 +12,36 @@
 #include "kernels/cuda/recall_select.hpp"
 
 namespace sparsering {
+namespace {
 
-void launch_single_rank_estimate_select(const PatternPipelineParams& params, const KeptSetsOutput& kept,
-                                        cudaStream_t stream) {
+int64_t checked_rows(const PatternPipelineParams& params) {
   const AttentionShape& shape = params.shape;
   require(shape.kv_len >= 1 && shape.kv_len < (int64_t{1} << 31), "shape.kv_len must be in [1, 2^31), got ",
           shape.kv_len);
   require(params.capacity >= 1, "capacity must be >= 1, got ", params.capacity);
   const int64_t rows = int64_t{shape.batch} * shape.q_heads;
   require(rows >= 1 && rows <= 65535, "batch x q_heads must be in [1, 65535], got ", rows);
-  const int64_t n = shape.kv_len;
-  const TokenLayout layout = make_token_layout(LayoutKind::contiguous, n, 1);
+  return rows;
+}
 
+KeptSetsView view_of(const PatternPipelineParams& params, int64_t rows, const KeptSetsOutput& kept) {
+  return KeptSetsView{static_cast<int32_t>(rows), params.capacity, kept.vertical_count, kept.vertical_keys,
+                      kept.slash_count, kept.slash_offsets};
+}
+
+}  // namespace
+
+RingPosition single_rank_position(const PatternPipelineParams& params) {
+  return RingPosition{make_token_layout(LayoutKind::contiguous, params.shape.kv_len, 1), 0, 0};
+}
+
+void launch_single_rank_estimate_select(const PatternPipelineParams& params, const KeptSetsOutput& kept,
+                                        cudaStream_t stream) {
+  const int64_t rows = checked_rows(params);
+  const AttentionShape& shape = params.shape;
+  const int64_t n = shape.kv_len;
+
+  // Row statistics, then the vertical and slash masses side by side (rows x n each).
   const size_t stats = static_cast<size_t>(rows * shape.q_len);
   const size_t masses = static_cast<size_t>(rows * n);
   StreamBuffer scratch((2 * stats + 2 * masses) * 4, stream);
@@ -34,7 +53,7 @@ void launch_single_rank_estimate_select(const PatternPipelineParams& params, con
 
   EstimateParams estimate;
   estimate.shape = shape;
-  estimate.position = RingPosition{layout, 0, 0};
+  estimate.position = single_rank_position(params);
   estimate.softmax_scale = params.softmax_scale;
   estimate.q_last = params.q_last;
   estimate.k = params.k;
@@ -45,24 +64,24 @@ void launch_single_rank_estimate_select(const PatternPipelineParams& params, con
   launch_estimate_pattern_pass1(estimate, stream);
   launch_estimate_pattern_pass2(estimate, stream);
 
-  RecallSelectParams select;
-  select.rows = static_cast<int32_t>(rows);
-  select.entries = n;
-  select.recall = params.recall;
-  select.capacity = params.capacity;
-  select.mass = vertical;
-  select.kept_count = kept.vertical_count;
-  select.kept_index = kept.vertical_keys;
-  launch_recall_select(select, stream);
-  select.mass = slash;
-  select.kept_count = kept.slash_count;
-  select.kept_index = kept.slash_offsets;
-  launch_recall_select(select, stream);
+  std::array<RecallSelectParams, 2> select;
+  for (RecallSelectParams& part : select) {
+    part.rows = static_cast<int32_t>(rows);
+    part.entries = n;
+    part.recall = params.recall;
+    part.capacity = params.capacity;
+  }
+  select[0].mass = vertical;
+  select[0].kept_count = kept.vertical_count;
+  select[0].kept_index = kept.vertical_keys;
+  select[1].mass = slash;
+  select[1].kept_count = kept.slash_count;
+  select[1].kept_index = kept.slash_offsets;
+  launch_recall_select_batch(select, stream);
 }
 
 DeviceSparseIndex run_single_rank_pattern_pipeline(const PatternPipelineParams& params, cudaStream_t stream) {
-  const int64_t rows = int64_t{params.shape.batch} * params.shape.q_heads;
-  require(rows >= 1 && rows <= 65535 && params.capacity >= 1, "batch x q_heads must be in [1, 65535] and capacity >= 1");
+  const int64_t rows = checked_rows(params);
   const size_t kept = static_cast<size_t>(rows) * static_cast<size_t>(params.capacity);
   StreamBuffer sets((2 * static_cast<size_t>(rows) + 2 * kept) * 4, stream);
   KeptSetsOutput out;
@@ -71,10 +90,17 @@ DeviceSparseIndex run_single_rank_pattern_pipeline(const PatternPipelineParams& 
   out.vertical_keys = out.slash_count + rows;
   out.slash_offsets = out.vertical_keys + kept;
   launch_single_rank_estimate_select(params, out, stream);
-  const KeptSetsView view{static_cast<int32_t>(rows), params.capacity, out.vertical_count, out.vertical_keys,
-                          out.slash_count, out.slash_offsets};
-  const TokenLayout layout = make_token_layout(LayoutKind::contiguous, params.shape.kv_len, 1);
-  return launch_build_sparse_index(view, RingPosition{layout, 0, 0}, params.block_q, params.block_k, stream);
+  return launch_build_sparse_index(view_of(params, rows, out), single_rank_position(params), params.block_q,
+                                   params.block_k, stream);
+}
+
+void launch_single_rank_pattern_pipeline(const PatternPipelineParams& params, const KeptSetsOutput& kept,
+                                         DeviceSparseIndex& index, cudaStream_t stream) {
+  const int64_t rows = checked_rows(params);
+  require(index.block_q == params.block_q && index.block_k == params.block_k, "the index was allocated for blocks ",
+          index.block_q, "x", index.block_k, ", the problem has ", params.block_q, "x", params.block_k);
+  launch_single_rank_estimate_select(params, kept, stream);
+  launch_build_sparse_index_into(view_of(params, rows, kept), single_rank_position(params), index, stream);
 }
 
 }  // namespace sparsering

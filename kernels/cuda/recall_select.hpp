@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 
 namespace sparsering {
 
@@ -17,13 +18,18 @@ struct RecallSelectParams {
   int64_t entries = 0;         ///< n: masses per row (keys or offsets), < 2^31
   double recall = 0.95;        ///< p in (0, 1]
   int32_t capacity = 4096;     ///< cap on kept entries per row, >= 1
-  const float* mass = nullptr; ///< (rows, n) masses >= 0
+  const float* mass = nullptr; ///< (rows, n) masses >= 0 (negative, NaN and infinite ones count as 0)
   int32_t* kept_count = nullptr; ///< (rows) written
   int32_t* kept_index = nullptr; ///< (rows, capacity) written: kept indices ascending, rest untouched
 };
 
-/// Queues the selection on `stream` (sorts in stream-ordered scratch memory with CUB).
-/// Throws InputError for bad settings or pointers, CudaError on failure.
+/// Queues the selection on `stream` (stream-ordered scratch memory, no host synchronization, no
+/// sort). Throws InputError for bad settings or pointers, CudaError on failure.
 void launch_recall_select(const RecallSelectParams& params, cudaStream_t stream);
+
+/// The selection of up to 4 row sets in one set of launches (the verticals and the slashes of a
+/// layer): each part as launch_recall_select alone would select it. Every part must have the same
+/// entries, recall and capacity.
+void launch_recall_select_batch(std::span<const RecallSelectParams> parts, cudaStream_t stream);
 
 }  // namespace sparsering

@@ -23,6 +23,18 @@ inline bool gpu_available() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
+/// True when the current device has compute capability 9.0 (Hopper), the GPUs whose sm_90a
+/// kernels an sm_90a build must run (the tests that check no kernel is skipped silently).
+inline bool device_is_hopper() {
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
 /// Skips the current test on a machine without a GPU.
 #define SPARSERING_REQUIRE_GPU()                                         \
   do {                                                                   \

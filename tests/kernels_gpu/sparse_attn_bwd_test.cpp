@@ -252,16 +252,10 @@ TEST(SparseAttnBwdGpu, HopperRunsTheWgmmaKernel) {
   // The wgmma kernel must not be skipped silently where it should run: on compute capability 9.0
   // with an sm_90a build it is available, and where it is not, asking for it is refused.
   SPARSERING_REQUIRE_GPU();
-  int device = 0;
-  int major = 0;
-  int minor = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
   SparseAttnBwdParams params;
   params.shape.head_dim = 128;
   const std::string why = backward_kernel_unavailable(BackwardKernel::wgmma, params);
-  if (major == 9 && minor == 0) {
+  if (device_is_hopper()) {
     EXPECT_EQ(why, "") << "an sm_90a build must run the wgmma backward on this GPU";
   } else {
     EXPECT_NE(why, "");

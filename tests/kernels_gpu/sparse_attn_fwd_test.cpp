@@ -252,17 +252,11 @@ TEST(SparseAttnFwdGpu, HopperRunsTheWgmmaKernel) {
   // The wgmma kernel must not be skipped silently where it should run: on compute capability 9.0
   // with an sm_90a build, for a 128-query block.
   SPARSERING_REQUIRE_GPU();
-  int device = 0;
-  int major = 0;
-  int minor = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
   SparseAttnFwdParams params;
   params.shape.head_dim = 128;
   params.index.block_q = 128;
   const std::string why = forward_kernel_unavailable(ForwardKernel::wgmma, params);
-  if (major == 9 && minor == 0) {
+  if (device_is_hopper()) {
     EXPECT_EQ(why, "") << "a Hopper GPU cannot run the wgmma forward";
   } else {
     EXPECT_NE(why, "");

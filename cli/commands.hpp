@@ -22,6 +22,11 @@ void add_tune_command(CLI::App& app, const GlobalOptions& global);
 /// `sparsering export`: hand a plan to a training framework (cli/export_command.cpp).
 void add_export_command(CLI::App& app, const GlobalOptions& global);
 
+/// `sparsering calibrate`: kernel and NCCL microbenchmarks on this machine's GPUs (a GPU build),
+/// least-squares fit, calibration written into a GPU config; `--refit CSV` fits recorded
+/// measurements again, in any build (cli/calibrate_command.cpp).
+void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
+
 /// Commands that need a GPU build; without CUDA they are registered but explain how to get them
 /// (cli/gpu_commands.cpp or cli/gpu_commands_unavailable.cpp, chosen by CMake).
 void add_gpu_commands(CLI::App& app, const GlobalOptions& global);

@@ -8,7 +8,6 @@ namespace sparsering::cli {
 
 void add_gpu_commands(CLI::App& app, const GlobalOptions& global) {
   add_validate_command(app, global);
-  add_calibrate_command(app, global);
   auto* trace = app.get_subcommand("trace");
   add_trace_capture_command(*trace, global);
 }

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   cli::add_simulate_command(app, global);
   cli::add_tune_command(app, global);
   cli::add_export_command(app, global);
+  cli::add_calibrate_command(app, global);
   cli::add_gpu_commands(app, global);
   return cli::run_app(app, argc, argv);
 }

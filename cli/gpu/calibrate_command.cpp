@@ -1,10 +1,11 @@
-// `sparsering calibrate --gpu G [--cluster C --level L] [--quick] [--out DIR]`: runs the kernel
-// microbenchmarks (measure/bench/kernel_bench.hpp) and, with --cluster, the NCCL hop
-// benchmarks (hop_bench.hpp) on the GPUs of this machine, fits the kernel cost model and the link
-// (measure/calibration/), prints the fit table with residuals, writes the calibration into the GPU
-// config and the measured latency and curve into the cluster's level (text-preserving, atomic),
-// and the raw measurements as JSON and CSV into --out (default: the current folder). The fit and
-// the config editing are tested in tests/measure/calibration/; this file only wires them to the GPUs.
+// The GPU half of `sparsering calibrate --gpu G [--cluster C --level L] [--quick] [--out DIR]`
+// (options and registration: cli/calibrate_command.cpp): runs the kernel microbenchmarks
+// (measure/bench/kernel_bench.hpp) and, with --cluster, the NCCL hop benchmarks (hop_bench.hpp) on
+// the GPUs of this machine, fits the kernel cost model and the link (measure/calibration/), prints
+// the fit table with residuals, writes the calibration into the GPU config and the measured
+// latency and curve into the cluster's level (text-preserving, atomic), and the raw measurements
+// as JSON and CSV into --out (default: the current folder). The fit and the config editing are
+// tested in tests/measure/calibration/; this file only wires them to the GPUs.
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/gpu/gpu_commands.hpp"
+#include "cli/calibrate_command.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "measure/calibration/benchmark_plan.hpp"
@@ -35,22 +36,6 @@
 namespace sparsering::cli {
 namespace {
 
-struct CalibrateOptions {
-  std::string gpu_path;
-  std::string cluster_path;
-  std::string level = "intra_node";
-  bool quick = false;
-  bool link_only = false;
-  bool dense_sizes = false;
-  bool banded = false;
-  std::vector<int> devices;
-  int repeats = 5;
-  double gemm_efficiency = 0.0;
-  std::string shapes;  // empty: default_calibration_shapes()
-  int64_t folds = 5;
-  uint64_t fold_seed = 1;
-};
-
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -64,7 +49,9 @@ void say(const GlobalOptions& global, const std::string& line) {
   if (global.verbosity >= 0) std::cerr << line << '\n';
 }
 
-void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
+}  // namespace
+
+void run_calibrate_benchmarks(const CalibrateOptions& o, const GlobalOptions& global) {
   require(o.repeats >= 1 && o.repeats <= 1000, "--repeats must be in [1, 1000], got ", o.repeats);
   require(o.gemm_efficiency >= 0.0 && o.gemm_efficiency <= 1.0, "--gemm-efficiency must be in (0, 1], got ", o.gemm_efficiency);
   require(!o.link_only || !o.cluster_path.empty(), "--link-only needs --cluster");
@@ -207,35 +194,6 @@ void run_calibrate(const CalibrateOptions& o, const GlobalOptions& global) {
               << (o.cluster_path.empty() ? "" : cluster_path.string() + ", ") << json_path.string() << ", "
               << kernels_csv.string() << ", " << hops_csv.string() << "\n";
   }
-}
-
-}  // namespace
-
-void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
-  auto options = std::make_shared<CalibrateOptions>();
-  auto* cmd = app.add_subcommand(
-      "calibrate", "Benchmark the sparse attention kernels (and with --cluster the NCCL hops) on this machine's GPUs, fit "
-                   "the cost model and write it into the GPU config (raw data as JSON/CSV into --out, default .)");
-  cmd->add_option("--gpu", options->gpu_path, "GPU config to calibrate (configs/gpus/<gpu>.yaml)")->required();
-  cmd->add_option("--cluster", options->cluster_path, "Cluster config whose --level gets the measured latency and curve");
-  cmd->add_option("--level", options->level, "Fabric level of --cluster: intra_node, inter_node or an outer level's name")
-      ->capture_default_str();
-  cmd->add_flag("--quick", options->quick, "Small benchmark grid and sizes up to 256 MiB (smoke runs)");
-  cmd->add_flag("--link-only", options->link_only, "Only the NCCL hops (needs --cluster); the GPU config is not written");
-  cmd->add_flag("--banded", options->banded,
-                "Benchmark indices with tiles on diagonals and shared column pools (like real patterns) instead of "
-                "uniformly random ones");
-  cmd->add_flag("--dense-sizes", options->dense_sizes, "Hop sizes in powers of 2 instead of 4");
-  cmd->add_option("--devices", options->devices, "CUDA devices to use (default: all visible)")->delimiter(',');
-  cmd->add_option("--repeats", options->repeats, "Timed repeats per measurement (median)")->capture_default_str();
-  cmd->add_option("--gemm-efficiency", options->gemm_efficiency,
-                  "Measured dense GEMM efficiency (achieved / peak bf16) to record; default: keep the previous value");
-  cmd->add_option("--shapes", options->shapes,
-                  "Kernel shapes to calibrate, block_qxblock_kxhead_dim, comma-separated (default: 64x64x128,128x128x128, "
-                  "the tuner's block sizes at the shipped models' head dim)");
-  cmd->add_option("--folds", options->folds, "Folds of the held-out error (split by benchmark case)")->capture_default_str();
-  cmd->add_option("--fold-seed", options->fold_seed, "Seed that deals the benchmark cases into folds")->capture_default_str();
-  cmd->callback([options, &global] { run_calibrate(*options, global); });
 }
 
 }  // namespace sparsering::cli

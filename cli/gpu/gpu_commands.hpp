@@ -12,10 +12,6 @@ namespace sparsering::cli {
 /// present and print measured against predicted (cli/gpu/validate_command.cpp).
 void add_validate_command(CLI::App& app, const GlobalOptions& global);
 
-/// `sparsering calibrate`: kernel and NCCL microbenchmarks, least-squares fit, calibration
-/// written into a GPU config (cli/gpu/calibrate_command.cpp).
-void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
-
 /// `sparsering trace capture --qk DUMP`: the CUDA pattern estimator on dumped Q/K tensors,
 /// written as a trace; `trace` is the existing `sparsering trace` command
 /// (cli/gpu/trace_capture_command.cpp).

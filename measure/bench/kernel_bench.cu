@@ -124,6 +124,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     spec.columns_per_list = c.columns_per_list;
     spec.seed = options.seed + n;
     spec.banded = options.banded;
+    spec.key_block_stride = c.key_block_stride;
     const SparseIndex index = make_synthetic_index(spec);
     const DeviceIndex device_index(index);
 
@@ -191,6 +192,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     m.tiles_per_list = c.tiles_per_list;
     m.chunks_per_list = c.chunks_per_list;
     m.placement = options.banded ? "banded" : "random";
+    m.key_block_stride = c.key_block_stride;
     m.lists = int64_t{index.rows} * index.q_blocks;
     m.tiles = index.tiles();
     m.column_chunks = index.column_chunks();
@@ -214,7 +216,8 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
       line.precision(4);
       line << "kernel case " << (n + 1) << "/" << cases.size() << ": " << to_string(c.shape) << ", heads " << c.q_heads << "/" << c.kv_heads << ", "
            << c.local_tokens << " tokens, " << c.tiles_per_list << " tiles + " << c.chunks_per_list
-           << " chunks per list: fwd " << forward.median_us << " us, bwd " << backward.median_us << " us";
+           << " chunks per list" << (c.key_block_stride > 1 ? str(", every ", c.key_block_stride, " key block") : "")
+           << ": fwd " << forward.median_us << " us, bwd " << backward.median_us << " us";
       progress(line.str());
     }
   }

@@ -98,6 +98,26 @@ std::vector<KernelBenchCase> default_kernel_cases(bool quick, const std::vector<
         }
       }
     }
+    // Lists that meet a part of the chunk's key blocks, as the steps of large rings: every case
+    // above lists every key block, so its key lists are the (K/V head, key block) pairs the
+    // backward's key-block pass launches, and a cost per launched pair cannot be told apart from
+    // one per key list. Kept where the listed key blocks still make 1024 CTAs of 64 keys (two full
+    // waves of two CTAs per SM on GPUs of up to 256 SMs), so the launches are filled.
+    for (const auto& [q_heads, kv_heads] : std::array<std::pair<int32_t, int32_t>, 2>{{{32, 4}, {32, 8}}}) {
+      for (const int64_t local : {int64_t{16384}, int64_t{32768}, int64_t{65536}}) {
+        const int64_t key_blocks = local / shape.block_k;
+        for (const int32_t stride : {2, 4, 8}) {
+          const int64_t covered = (key_blocks + stride - 1) / stride;
+          if (kv_heads * covered * (shape.block_k / 64) < 1024) continue;
+          for (const Mix& mix : std::array<Mix, 2>{{{4, 0}, {16, 1}}}) {
+            if (int64_t{mix.first} + mix.second > covered) continue;
+            KernelBenchCase c{shape, q_heads, kv_heads, local, mix.first, mix.second};
+            c.key_block_stride = stride;
+            cases.push_back(c);
+          }
+        }
+      }
+    }
     for (const int64_t local : {int64_t{4096}, int64_t{16384}}) {
       for (const Mix& mix : std::array<Mix, 3>{{{4, 0}, {16, 0}, {16, 4}}}) add(1, 1, local, mix);
     }

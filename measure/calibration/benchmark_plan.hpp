@@ -26,6 +26,9 @@ struct KernelBenchCase {
   /// filled chunks and 64-column items, which separate the backward's per-column cost from its
   /// per-item cost; -1: chunks_per_list x block_k.
   int32_t columns_per_list = -1;
+  /// Lists meet only the key blocks j with j mod key_block_stride = 0 (synthetic_index.hpp): the
+  /// backward's key lists are then a 1/stride part of the key blocks its key-block pass launches.
+  int32_t key_block_stride = 1;
 };
 
 /// The shapes one `calibrate` run measures by default: block_q = block_k in the tuner's default

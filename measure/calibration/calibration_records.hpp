@@ -22,6 +22,7 @@ struct KernelMeasurement {
   int32_t chunks_per_list = 0;
   int32_t columns_per_list = -1;  ///< gathered columns per list; -1: chunks_per_list x block_k (older records)
   std::string placement = "random";  ///< synthetic index: "random" or "banded" (synthetic_index.hpp)
+  int32_t key_block_stride = 1;  ///< lists meet only key blocks j with j mod stride = 0 (1 in older records)
   int64_t lists = 0;            ///< heads x query blocks (non-empty (head, query block) lists)
   int64_t tiles = 0;            ///< all heads
   int64_t column_chunks = 0;    ///< all heads

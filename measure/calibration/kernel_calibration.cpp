@@ -12,6 +12,7 @@
 #include "kernels/index/count_sparse_index.hpp"
 #include "measure/calibration/link_fit.hpp"
 #include "measure/calibration/synthetic_index.hpp"
+#include "sim/cost/kernel_cost.hpp"
 
 namespace sparsering {
 namespace {
@@ -48,6 +49,7 @@ KernelSample sample_of(const KernelMeasurement& k) {
   s.column_lists = std::max<int64_t>(k.column_lists, 0);
   s.column_items = std::max<int64_t>(k.column_items, 0);
   s.columns = std::max<int64_t>(k.columns, 0);
+  s.key_blocks = launched_key_blocks(k);
   return s;
 }
 
@@ -60,11 +62,13 @@ bool has_backward_units(const KernelMeasurement& k) {
 KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction) {
   if (direction != "backward" || launches.empty()) return KernelTerms::four_terms();
   bool partial_items = false;
+  bool partial_key_lists = false;
   for (const KernelMeasurement& k : launches) {
     if (!has_backward_units(k)) return KernelTerms::four_terms();
     partial_items = partial_items || k.columns != 64 * k.column_items;
+    partial_key_lists = partial_key_lists || (!k.under_filled && lists_part_of_the_chunk(k));
   }
-  return KernelTerms::backward_units(partial_items);
+  return KernelTerms::backward_units(partial_items, partial_key_lists);
 }
 
 namespace {
@@ -75,7 +79,7 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
   std::vector<KernelSample> filled;
   std::vector<KernelSample> under;
   std::vector<int64_t> case_ids;
-  std::map<std::tuple<int32_t, int32_t, int64_t, int32_t, int32_t, int32_t, std::string>, int64_t> cases;
+  std::map<std::tuple<int32_t, int32_t, int64_t, int32_t, int32_t, int32_t, std::string, int32_t>, int64_t> cases;
   std::vector<KernelMeasurement> mine;
   for (const KernelMeasurement& k : kernels) {
     if (k.direction == direction && shape_of(k) == shape) mine.push_back(k);
@@ -91,7 +95,7 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
     filled.push_back(sample);
     filled_launches.push_back(&k);
     const auto key = std::make_tuple(k.q_heads, k.kv_heads, k.local_tokens, k.tiles_per_list, k.chunks_per_list,
-                                     k.columns_per_list, k.placement);
+                                     k.columns_per_list, k.placement, k.key_block_stride);
     case_ids.push_back(cases.emplace(key, static_cast<int64_t>(cases.size())).first->second);
   }
   DirectionFit fit;
@@ -131,7 +135,8 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
     const KernelMeasurement& b = kernels[first + 1];
     require(a.direction == "forward" && b.direction == "backward" && a.q_heads == b.q_heads && a.kv_heads == b.kv_heads &&
                 a.local_tokens == b.local_tokens && shape_of(a) == shape_of(b) && a.tiles_per_list == b.tiles_per_list &&
-                a.chunks_per_list == b.chunks_per_list && a.placement == b.placement,
+                a.chunks_per_list == b.chunks_per_list && a.placement == b.placement &&
+                a.key_block_stride == b.key_block_stride,
             "restore_backward_units: rows ", first + 1, " and ", first + 2,
             " are not the forward and backward of one benchmark case (the benchmark's order)");
     require(k.kv_heads >= 1 && k.q_heads % k.kv_heads == 0, "restore_backward_units: row ", row + 1, ": ", k.q_heads,
@@ -147,6 +152,7 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
     spec.columns_per_list = k.columns_per_list;
     spec.seed = bench_seed + first / 2;
     spec.banded = k.placement == "banded";
+    spec.key_block_stride = k.key_block_stride;
     const SparseIndex index = make_synthetic_index(spec);
     require(index.tiles() == k.tiles && index.column_chunks() == k.column_chunks && int64_t{index.rows} * index.q_blocks == k.lists,
             "restore_backward_units: row ", row + 1, ": the rebuilt index has ", index.tiles(), " tiles and ",
@@ -169,6 +175,15 @@ bool launch_under_filled(const KernelMeasurement& m, int64_t sm_count) {
   const int64_t block_k = std::max<int64_t>(m.block_k, 64);
   const int64_t key_blocks = (m.local_tokens + block_k - 1) / block_k;
   return int64_t{m.kv_heads} * key_blocks * (block_k / 64) < slots;
+}
+
+int64_t launched_key_blocks(const KernelMeasurement& m) {
+  return LaunchGeometry{.kv_heads = m.kv_heads, .chunk_tokens = m.local_tokens, .block_k = std::max<int32_t>(m.block_k, 1)}
+      .key_blocks();
+}
+
+bool lists_part_of_the_chunk(const KernelMeasurement& m) {
+  return m.key_lists > 0 && 2 * m.key_lists <= launched_key_blocks(m);
 }
 
 std::vector<ShapeFit> fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const FitOptions& options) {
@@ -272,6 +287,11 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
     m.max_us = number("max_us");
     m.under_filled = integer("under_filled") != 0;
     if (column.count("placement") == 1) m.placement = cell("placement");  // absent in the first H100 data: random
+    if (column.count("key_block_stride") == 1) {  // absent before strides: every key block
+      m.key_block_stride = int32("key_block_stride");
+      require(m.key_block_stride >= 1, source_name, ":", line_number, ": column key_block_stride must be >= 1, got ",
+              m.key_block_stride);
+    }
     // Absent before the backward's units were recorded; -1 = not recorded.
     const auto optional_integer = [&](const char* name) -> int64_t {
       if (column.count(name) == 0 || cell(name) == "-1") return -1;

@@ -22,8 +22,18 @@ namespace sparsering {
 /// True when a launch runs fewer than two full waves of CTAs on a GPU of `sm_count` SMs (2 CTAs
 /// per SM): forward CTAs are one per list of a 64- or 128-query block (block_q / 128 per list for
 /// multiples of 128), backward CTAs those of the key-block pass (KV heads x key blocks x
-/// block_k / 64). Such launches are latency-bound, not throughput-bound.
+/// block_k / 64). Such launches are latency-bound, not throughput-bound. (The benchmark's lists
+/// that meet a part of the key blocks keep at least 1024 CTAs with entries, benchmark_plan.hpp.)
 bool launch_under_filled(const KernelMeasurement& m, int64_t sm_count);
+
+/// The (K/V head, key block) pairs of a launch's K/V chunk (sim/cost/kernel_cost.hpp
+/// LaunchGeometry): what the backward's key-block pass launches, listed or not.
+int64_t launched_key_blocks(const KernelMeasurement& m);
+
+/// True when a launch's key lists cover at least one but at most half of its chunk's key blocks
+/// (key_block_stride > 1 in the benchmark): such launches separate a cost per launched key block
+/// from the cost per key list.
+bool lists_part_of_the_chunk(const KernelMeasurement& m);
 
 /// Median signed residual (fit - measured) / measured of the launches sharing one value of a
 /// benchmark dimension.
@@ -69,15 +79,16 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
 
 /// The terms the fit of `launches` (one shape and direction) uses: the backward's units
 /// (KernelTerms::backward_units, with the per-column term when some launch has a partly filled
-/// 64-column item) when every backward launch records them, else the four terms.
+/// 64-column item, and the per-key-block term when some filled launch lists a part of its chunk,
+/// lists_part_of_the_chunk) when every backward launch records them, else the four terms.
 KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction);
 
 /// Fills the backward units (key_lists, column_lists, column_items, columns) of measurements that
 /// lack them (CSVs written before they were recorded) by rebuilding each case's synthetic index
 /// (measure/calibration/synthetic_index.hpp) as the benchmark drew it: the rows in the
 /// benchmark's order, forward then backward per case, case n with seed bench_seed + n (1 + n by
-/// default, `calibrate` has no other). Throws InputError when the rows are not in that order or a
-/// rebuilt index does not have the recorded tiles, chunks and lists.
+/// default, `calibrate` has no other) and the case's key block stride. Throws InputError when the
+/// rows are not in that order or a rebuilt index does not have the recorded tiles, chunks and lists.
 void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed = 1);
 
 }  // namespace sparsering

@@ -1,7 +1,7 @@
 // Weighted least squares with Eigen: dividing each row [1, lists, tiles, chunks, ...] and its
 // right-hand side by the measured time turns the squared relative error into an ordinary
-// least-squares problem. Non-negativity by a small active set: at most eight coefficients, so
-// pinning the most negative one and refitting converges in at most eight rounds.
+// least-squares problem. Non-negativity by a small active set: at most nine coefficients, so
+// pinning the most negative one and refitting converges in at most nine rounds.
 #include "measure/calibration/kernel_fit.hpp"
 
 #include <Eigen/Dense>
@@ -16,7 +16,7 @@
 namespace sparsering {
 namespace {
 
-constexpr int kTerms = 8;  // launch, list, tile, chunk, key list, column list, column item, column
+constexpr int kTerms = 9;  // launch, list, tile, chunk, key list, column list, column item, column, key block
 
 std::array<double, kTerms> features(const KernelSample& s) {
   return {1.0,
@@ -26,7 +26,8 @@ std::array<double, kTerms> features(const KernelSample& s) {
           static_cast<double>(s.key_lists),
           static_cast<double>(s.column_lists),
           static_cast<double>(s.column_items),
-          static_cast<double>(s.columns)};
+          static_cast<double>(s.columns),
+          static_cast<double>(s.key_blocks)};
 }
 
 KernelCostCoefficients coefficients_of(const std::array<double, kTerms>& beta) {
@@ -39,6 +40,7 @@ KernelCostCoefficients coefficients_of(const std::array<double, kTerms>& beta) {
   c.per_column_list_us = std::max(beta[5], 0.0);
   c.per_column_item_us = std::max(beta[6], 0.0);
   c.per_column_us = std::max(beta[7], 0.0);
+  c.per_key_block_us = std::max(beta[8], 0.0);
   return c;
 }
 
@@ -48,10 +50,10 @@ void check_samples(std::span<const KernelSample> samples) {
     require(std::isfinite(s.time_us) && s.time_us > 0.0, "kernel sample ", k, ": time_us must be finite and > 0, got ",
             s.time_us);
     require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0 && s.key_lists >= 0 && s.column_lists >= 0 &&
-                s.column_items >= 0 && s.columns >= 0,
+                s.column_items >= 0 && s.columns >= 0 && s.key_blocks >= 0,
             "kernel sample ", k, ": negative counts (", s.lists, " lists, ", s.tiles, " tiles, ", s.column_chunks,
             " chunks, ", s.key_lists, " key lists, ", s.column_lists, " column lists, ", s.column_items,
-            " column items, ", s.columns, " columns)");
+            " column items, ", s.columns, " columns, ", s.key_blocks, " key blocks)");
   }
 }
 
@@ -65,7 +67,8 @@ double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t
 double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s) {
   return predict_kernel_us(c, s.lists, s.tiles, s.column_chunks) + c.per_key_list_us * static_cast<double>(s.key_lists) +
          c.per_column_list_us * static_cast<double>(s.column_lists) +
-         c.per_column_item_us * static_cast<double>(s.column_items) + c.per_column_us * static_cast<double>(s.columns);
+         c.per_column_item_us * static_cast<double>(s.column_items) + c.per_column_us * static_cast<double>(s.columns) +
+         c.per_key_block_us * static_cast<double>(s.key_blocks);
 }
 
 std::pair<double, double> median_and_max_magnitude(std::span<const double> values) {
@@ -104,7 +107,7 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTer
   require(samples.size() >= 3, "the kernel cost fit needs at least 3 samples, got ", samples.size());
   check_samples(samples);
   require(terms.tile, "the kernel cost fit needs its per-tile term");
-  std::array<bool, kTerms> free{true, false, false, false, false, false, false, false};
+  std::array<bool, kTerms> free{true, false, false, false, false, false, false, false, false};
   for (const KernelSample& s : samples) {
     free[1] = free[1] || (terms.list && s.lists > 0);
     free[2] = free[2] || s.tiles > 0;
@@ -113,6 +116,7 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTer
     free[5] = free[5] || (terms.column_list && s.column_lists > 0);
     free[6] = free[6] || (terms.column_item && s.column_items > 0);
     free[7] = free[7] || (terms.column && s.columns > 0);
+    free[8] = free[8] || (terms.key_block && s.key_blocks > 0);
   }
   require(free[2], "the kernel cost fit needs at least one sample with a tile");
 
@@ -158,6 +162,7 @@ KernelCostCoefficients rounded_coefficients(const KernelCostCoefficients& c) {
   r.per_column_list_us = round_significant(c.per_column_list_us, 4);
   r.per_column_item_us = round_significant(c.per_column_item_us, 4);
   r.per_column_us = round_significant(c.per_column_us, 4);
+  r.per_key_block_us = round_significant(c.per_key_block_us, 4);
   return r;
 }
 

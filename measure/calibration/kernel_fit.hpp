@@ -3,6 +3,8 @@
 //   backward: time_us = launch_us + per_key_list_us x key_lists + per_tile_us x tiles
 //                       + per_column_list_us x column_lists + per_column_item_us x column_items
 //                       (+ per_column_us x columns when the launches separate it from the items)
+//                       (+ per_key_block_us x key blocks of the chunk when some launches list
+//                          only a part of them)
 // (counts summed over every head of the launch; lists = non-empty (head, query block) lists: the
 // forward's CTAs; the backward's units are those its two passes schedule, sim/work/work_counts.hpp,
 // docs/calibration.md), with the residual
@@ -29,6 +31,7 @@ struct KernelSample {
   int64_t column_lists = 0;   ///< lists with a column (backward column pass CTAs per 64 queries)
   int64_t column_items = 0;   ///< sum over lists of ceil(columns / 64) (backward column pass items)
   int64_t columns = 0;        ///< gathered columns, all lists
+  int64_t key_blocks = 0;     ///< (K/V head, key block) pairs of the held chunk, listed or not (key-block pass grid)
 };
 
 /// Which terms a fit may use (the launch term always).
@@ -40,14 +43,17 @@ struct KernelTerms {
   bool column_list = false;
   bool column_item = false;
   bool column = false;
+  bool key_block = false;
 
   /// The forward's (and the earlier backward's) four terms.
   static KernelTerms four_terms() { return {}; }
   /// The backward's units (kernels/cuda/sparse_attn_bwd.cu); `columns` adds the per-column term,
-  /// which only launches with partly filled 64-column items separate from the items.
-  static KernelTerms backward_units(bool columns) {
+  /// which only launches with partly filled 64-column items separate from the items, and
+  /// `key_blocks` the per-key-block term, which only launches whose key lists cover a part of the
+  /// chunk's key blocks separate from the per-key-list one.
+  static KernelTerms backward_units(bool columns, bool key_blocks = false) {
     return {.list = false, .tile = true, .chunk = false, .key_list = true, .column_list = true, .column_item = true,
-            .column = columns};
+            .column = columns, .key_block = key_blocks};
   }
 };
 
@@ -68,8 +74,8 @@ double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t
 /// Time the model predicts for `s` with every term of `c` (microseconds, not rounded).
 double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s);
 
-/// Fits the four coefficients to `samples`. A term whose count is zero in every sample gets 0; a
-/// coefficient that would come out negative is pinned at 0 and the others refitted. Throws
+/// Fits the coefficients of `terms` to `samples`. A term whose count is zero in every sample gets
+/// 0; a coefficient that would come out negative is pinned at 0 and the others refitted. Throws
 /// InputError with fewer than 3 samples, a non-positive or non-finite time, negative counts, or
 /// no sample with a tile (per_tile_us must be > 0 for a GPU config).
 KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTerms& terms = KernelTerms::four_terms());

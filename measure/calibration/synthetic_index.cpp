@@ -1,7 +1,9 @@
-// Drawing uses one seeded 64-bit generator, so an index is a pure function of its spec. Random
-// columns are rejection-sampled (tiles + chunks <= full key blocks guarantees enough candidates).
-// A banded row's pool has (tiles + chunks) x block_k columns: a list's tiles cover at most
-// tiles x block_k of them, so at least chunks x block_k always remain.
+// Drawing uses one seeded 64-bit generator, so an index is a pure function of its spec (and at
+// stride 1 the same draws as before strides existed, so recorded runs can be rebuilt). Blocks and
+// columns are drawn over the covered blocks numbered 0, 1, ... and mapped to block k x stride.
+// Random columns are rejection-sampled (tiles + chunks <= covered full blocks guarantees enough
+// candidates). A banded row's pool has columns + tiles x block_k columns: a list's tiles cover at
+// most tiles x block_k of them, so enough always remain.
 #include "measure/calibration/synthetic_index.hpp"
 
 #include <algorithm>
@@ -19,12 +21,16 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
           spec.block_k);
   require(spec.tiles_per_list >= 0 && spec.chunks_per_list >= 0, "synthetic index counts must be >= 0, got ",
           spec.tiles_per_list, " tiles and ", spec.chunks_per_list, " chunks per list");
+  require(spec.key_block_stride >= 1, "synthetic index: key block stride must be >= 1, got ", spec.key_block_stride);
+  const int64_t stride = spec.key_block_stride;
   const int64_t key_blocks = (spec.kv_len_tokens + spec.block_k - 1) / spec.block_k;
+  const int64_t covered = (key_blocks + stride - 1) / stride;
   // Full blocks only for columns: the last block may be partial, so leave it out of the budget.
   const int64_t full_blocks = spec.kv_len_tokens / spec.block_k;
-  require(spec.tiles_per_list <= key_blocks && (spec.chunks_per_list == 0 || spec.tiles_per_list + spec.chunks_per_list <= full_blocks),
+  const int64_t covered_full = (full_blocks + stride - 1) / stride;
+  require(spec.tiles_per_list <= covered && (spec.chunks_per_list == 0 || spec.tiles_per_list + spec.chunks_per_list <= covered_full),
           "synthetic index: ", spec.tiles_per_list, " tiles + ", spec.chunks_per_list, " chunks per list do not fit ",
-          full_blocks, " full key blocks of ", spec.block_k, " tokens");
+          covered_full, " full key blocks of ", spec.block_k, " tokens (every ", stride, " of ", full_blocks, ")");
   require(spec.columns_per_list < 0 ||
               int64_t{spec.chunks_per_list} == (int64_t{spec.columns_per_list} + spec.block_k - 1) / spec.block_k,
           "synthetic index: ", spec.columns_per_list, " columns per list make ",
@@ -54,8 +60,10 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
   index.column_index.reserve(list_count * columns_per_list);
 
   std::mt19937_64 rng(spec.seed);
-  std::uniform_int_distribution<int64_t> pick_block(0, key_blocks - 1);
-  std::uniform_int_distribution<int64_t> pick_column(0, spec.kv_len_tokens - 1);
+  std::uniform_int_distribution<int64_t> pick_block(0, covered - 1);
+  // Column draws number the covered full blocks' columns; at stride 1 every column of the chunk.
+  std::uniform_int_distribution<int64_t> pick_column(0, stride == 1 ? spec.kv_len_tokens - 1 : covered_full * spec.block_k - 1);
+  const auto column_of = [&](int64_t draw) { return (draw / spec.block_k) * stride * spec.block_k + draw % spec.block_k; };
   std::vector<uint8_t> in_tiles(static_cast<size_t>(key_blocks), 0);
   std::vector<int32_t> blocks;
   std::vector<int32_t> columns;
@@ -74,9 +82,9 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
       pool.clear();
       std::vector<int32_t> sorted;
       const size_t pool_size = columns_per_list == 0 ? 0 : columns_per_list + tiles_per_list * static_cast<size_t>(spec.block_k);
-      std::uniform_int_distribution<int64_t> pick_full_column(0, full_blocks * spec.block_k - 1);
+      std::uniform_int_distribution<int64_t> pick_full_column(0, covered_full * spec.block_k - 1);
       while (pool.size() < pool_size) {
-        const auto c = static_cast<int32_t>(pick_full_column(rng));
+        const auto c = static_cast<int32_t>(column_of(pick_full_column(rng)));
         const auto at = std::lower_bound(sorted.begin(), sorted.end(), c);
         if (at != sorted.end() && *at == c) continue;
         sorted.insert(at, c);
@@ -85,10 +93,10 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
     }
     blocks.clear();
     if (spec.banded) {
-      for (const int64_t s : offsets) blocks.push_back(static_cast<int32_t>((q_block + s) % key_blocks));
+      for (const int64_t s : offsets) blocks.push_back(static_cast<int32_t>((q_block + s) % covered * stride));
     } else {
       while (blocks.size() < tiles_per_list) {
-        const int64_t j = pick_block(rng);
+        const int64_t j = pick_block(rng) * stride;
         if (in_tiles[static_cast<size_t>(j)] != 0) continue;
         in_tiles[static_cast<size_t>(j)] = 1;
         blocks.push_back(static_cast<int32_t>(j));
@@ -109,7 +117,7 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
       // Draw a batch, then drop duplicates and columns under a tile; repeat until enough remain.
       const size_t missing = columns_per_list - columns.size();
       for (size_t k = 0; k < missing; ++k) {
-        const int64_t c = pick_column(rng);
+        const int64_t c = column_of(pick_column(rng));
         if (in_tiles[static_cast<size_t>(c / spec.block_k)] == 0) columns.push_back(static_cast<int32_t>(c));
       }
       std::sort(columns.begin(), columns.end());

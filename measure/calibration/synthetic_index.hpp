@@ -5,7 +5,11 @@
 // of a tile from the cost of a gathered chunk. Two placements: uniformly random per list (no reuse
 // between lists: the worst case for caches), or banded like real vertical-slash patterns (each
 // head's tiles lie on fixed diagonals, so list i + 1 meets the key blocks of list i shifted by one,
-// and each head gathers its columns from one pool shared by all its lists).
+// and each head gathers its columns from one pool shared by all its lists). With a key block
+// stride s > 1 the lists meet only the key blocks j with j mod s = 0 (a 1/s part of the chunk, as
+// the steps of a large ring whose patterns miss most of a chunk): the backward's key lists are
+// then fewer than the (K/V head, key block) pairs its key-block pass launches, which every other
+// case makes equal.
 // Tested in tests/measure/calibration/synthetic_index_test.cpp.
 #pragma once
 
@@ -29,16 +33,21 @@ struct SyntheticIndexSpec {
   /// Columns per list when >= 0, instead of chunks_per_list x block_k (chunks_per_list must then
   /// be ceil(columns / block_k)): lists whose last gathered chunk or 64-column item is partly filled
   int32_t columns_per_list = -1;
+  /// Tiles and columns lie only in key blocks j with j mod key_block_stride = 0 (1: every block).
+  int32_t key_block_stride = 1;
 };
 
-/// Draws the index. Tile blocks are distinct and ascending; columns are distinct, ascending and
-/// outside the list's tile blocks; no tile is masked. Banded: list i of a row holds blocks
-/// (i + s) mod key_blocks for the row's tiles_per_list distinct offsets s, and its columns are the
-/// first chunks_per_list x block_k columns of the row's pool (drawn once, (tiles + chunks) x
-/// block_k columns) that lie outside its tiles. The result passes validate_sparse_index,
-/// has rows x q_blocks x tiles_per_list tiles and rows x q_blocks x chunks_per_list column chunks.
-/// Throws InputError when a count is negative or tiles + chunks exceed the chunk's key blocks
-/// (ceil(kv_len / block_k)), or for non-positive sizes.
+/// Draws the index. The covered key blocks are j = k x stride (k = 0, 1, ...): ceil(key_blocks /
+/// stride) of them, of which the full ones (j < kv_len / block_k) hold columns. Tile blocks are
+/// distinct, covered and ascending; columns are distinct, ascending, in covered blocks (any
+/// column of the chunk at stride 1, as before strides existed) and outside the list's tile blocks;
+/// no tile is masked. Banded: list i of a row holds covered blocks stride x ((i + s) mod covered)
+/// for the row's tiles_per_list distinct offsets s, and its columns are the first columns of the
+/// row's pool (drawn once from the covered full blocks, columns + tiles x block_k of them) that lie
+/// outside its tiles. The result passes validate_sparse_index, has rows x q_blocks x
+/// tiles_per_list tiles and rows x q_blocks x chunks_per_list column chunks. Throws InputError
+/// when a count is negative, tiles exceed the covered key blocks or tiles + chunks the covered
+/// full ones, the stride is < 1, or for non-positive sizes.
 SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec);
 
 }  // namespace sparsering

@@ -32,6 +32,7 @@ struct ShapeScaling {
   double list = 1.0;      ///< block_q x head_dim: a query block loaded, an output merged
   double key_list = 1.0;  ///< block_k x head_dim: a key block loaded, its dK/dV written
   double item = 1.0;      ///< head_dim: a column item is a 64 x 64 step at any block shape
+  double key_block = 1.0; ///< block_k: the 64-key CTAs the key-block pass launches per key block
 };
 
 KernelCoefficients scaled(const KernelCostCoefficients& from, const ShapeScaling& s) {
@@ -43,7 +44,8 @@ KernelCoefficients scaled(const KernelCostCoefficients& from, const ShapeScaling
                             .per_key_list_us = from.per_key_list_us * s.key_list,
                             .per_column_list_us = from.per_column_list_us * s.list,
                             .per_column_item_us = from.per_column_item_us * s.item,
-                            .per_column_us = from.per_column_us * s.item};
+                            .per_column_us = from.per_column_us * s.item,
+                            .per_key_block_us = from.per_key_block_us * s.key_block};
 }
 
 double product(const KernelShape& s) {
@@ -70,7 +72,8 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
                                .list = list_scale,
                                .key_list = static_cast<double>(block_k * head_dim) /
                                            static_cast<double>(used.shape.block_k * used.shape.head_dim),
-                               .item = static_cast<double>(head_dim) / static_cast<double>(used.shape.head_dim)};
+                               .item = static_cast<double>(head_dim) / static_cast<double>(used.shape.head_dim),
+                               .key_block = static_cast<double>(block_k) / static_cast<double>(used.shape.block_k)};
     model.forward = scaled(used.forward, scaling);
     model.backward = scaled(used.backward, scaling);
     model.calibrated = true;
@@ -83,6 +86,9 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
       if (b.per_key_list_us > 0.0 || b.per_column_list_us > 0.0 || b.per_column_item_us > 0.0 || b.per_column_us > 0.0) {
         model.calibration.scaling += str("; backward per key list x", scaling.key_list, " (key block x head dim), per column list x",
                                          scaling.list, ", per column item and column x", scaling.item, " (head dim)");
+      }
+      if (b.per_key_block_us > 0.0) {
+        model.calibration.scaling += str("; backward per key block of the chunk x", scaling.key_block, " (key block)");
       }
     }
     model.source = cal.published() ? str("published figures (", gpu.name, ")")
@@ -112,8 +118,19 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
   return model;
 }
 
+int64_t LaunchGeometry::key_blocks() const {
+  require(kv_heads >= 0 && chunk_tokens >= 0 && block_k >= 1, "launch geometry needs kv_heads, chunk_tokens >= 0 and ",
+          "block_k >= 1, got ", kv_heads, ", ", chunk_tokens, ", ", block_k);
+  return kv_heads * ((chunk_tokens + block_k - 1) / block_k);
+}
+
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads) {
+  return kernel_time_ns(c, work, LaunchGeometry{.heads = heads});
+}
+
+SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, const LaunchGeometry& launch) {
   if (work.tiles == 0 && work.column_chunks == 0) return 0;
+  const int64_t heads = launch.heads;
   return ns_from_us(c.launch_us + c.per_list_us * static_cast<double>(work.lists) +
                     c.per_tile_us * static_cast<double>(work.tiles) +
                     c.per_vertical_chunk_us * static_cast<double>(work.column_chunks) +
@@ -121,7 +138,8 @@ SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_
                     c.per_key_list_us * static_cast<double>(work.key_lists) +
                     c.per_column_list_us * static_cast<double>(work.column_lists) +
                     c.per_column_item_us * static_cast<double>(work.column_items) +
-                    c.per_column_us * static_cast<double>(work.columns));
+                    c.per_column_us * static_cast<double>(work.columns) +
+                    c.per_key_block_us * static_cast<double>(launch.key_blocks()));
 }
 
 GemmCostModel make_gemm_cost_model(const GpuConfig& gpu, const RooflineAssumptions& assumptions) {

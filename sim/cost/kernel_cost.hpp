@@ -2,10 +2,12 @@
 // heads of the launch), forward and backward:
 //   time = launch + per_list x lists + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads
 //          + per_key_list x key lists + per_column_list x column lists + per_column_item x column items
-//          + per_column x columns,
+//          + per_column x columns + per_key_block x key blocks of the chunk,
 // (lists: non-empty (head, query block) lists; key lists, column lists and items: the backward's
-// units, sim/work/work_counts.hpp; a calibration lists the terms of each direction's kernel, the
-// others cost 0) with the coefficients of
+// units, sim/work/work_counts.hpp; key blocks of the chunk: every (K/V head, key block) pair of the
+// held K/V chunk, listed or not, a pure function of the launch's shape (LaunchGeometry), since the
+// backward's key-block pass launches its CTAs for all of them; a calibration lists the terms of each
+// direction's kernel, the others cost 0) with the coefficients of
 // the GPU config's `calibration:` section (fitted on real GPUs) when present, else a roofline
 // estimate that every output marks "uncalibrated". A launch with no tile and no chunk is skipped
 // (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
@@ -35,6 +37,21 @@ struct KernelCoefficients {
   double per_column_list_us = 0.0;  ///< per list with a column (backward column pass CTAs)
   double per_column_item_us = 0.0;  ///< per 64 gathered columns of a list (backward column pass items)
   double per_column_us = 0.0;       ///< per gathered column (backward column pass: dK/dV atomics)
+  double per_key_block_us = 0.0;    ///< per (K/V head, key block) of the held chunk, listed or not (LaunchGeometry)
+};
+
+/// The shape of one launch, which sets the kernels' grids whatever its work: the backward's
+/// key-block pass launches block_k / 64 CTAs for every (K/V head, key block) of the held chunk and
+/// its index transposition scans them, listed or not (kernels/cuda/sparse_attn_bwd.cu).
+struct LaunchGeometry {
+  int64_t heads = 0;         ///< query heads x micro batch
+  int64_t kv_heads = 0;      ///< K/V heads x micro batch
+  int64_t chunk_tokens = 0;  ///< tokens of the held K/V chunk
+  int64_t block_k = 1;       ///< key block (tokens)
+
+  /// kv_heads x ceil(chunk_tokens / block_k): the (K/V head, key block) pairs of the chunk.
+  /// Throws InputError for negative sizes or block_k < 1.
+  int64_t key_blocks() const;
 };
 
 /// Assumptions of the roofline fallback (documented in docs/simulator.md).
@@ -68,8 +85,10 @@ struct AttentionCostModel {
 /// its per-tile and per-chunk costs by the ratio of tile FLOPs (block_q x block_k x head_dim), its
 /// per-list cost by the ratio of query block x head dim (the Q block loaded and the output merged
 /// per list; also the per-column-list cost), its per-key-list cost by key block x head dim, its
-/// per-column-item and per-column costs by head dim, and keeps its launch cost. A measured calibration from another kernel build than
-/// this one (core/kernel_build.hpp) is marked stale, a published one says so (calibration_notes).
+/// per-column-item and per-column costs by head dim, its per-key-block cost by key block (the
+/// 64-key CTAs launched per key block), and keeps its launch cost. A measured calibration from
+/// another kernel build than this one (core/kernel_build.hpp) is marked stale, a published one
+/// says so (calibration_notes).
 /// Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs forward (Q K^T and P V) at
 /// peak x attention_efficiency; backward_flop_ratio times that backward; a chunk costs
 /// gather_slowdown tiles; a list costs nothing (no evidence for a figure). Throws InputError for
@@ -77,8 +96,12 @@ struct AttentionCostModel {
 AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
                                              const RooflineAssumptions& assumptions = {});
 
-/// Time of one launch doing `work` (work.lists lists, work.tiles tiles, work.column_chunks chunks)
-/// for `heads` heads with `c` (rounded once). 0 if no work.
+/// Time of one launch doing `work` (work.lists lists, work.tiles tiles, work.column_chunks chunks,
+/// the backward's units) on a launch of shape `launch` with `c` (rounded once). 0 if no work.
+SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, const LaunchGeometry& launch);
+
+/// The same for `heads` heads without the launch's K/V geometry: the per-key-block term is left
+/// out, so this is a lower bound of the full model (what bounds that do not know the chunk use).
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);
 
 /// Time of building one layer's sparse index on one rank for `heads` query heads (x micro batch)

@@ -282,6 +282,7 @@ class StepSimulation {
   std::vector<SimNs> gather_ns_;      // per class
   std::vector<SimNs> scatter_ns_;     // per class
   int64_t heads_per_launch_ = 0;
+  LaunchGeometry launch_;  // the shape of every ring step's launch (kernel_time_ns)
   std::vector<RingInput> class_inputs_;
   std::vector<int64_t> link_signature_;  // what the ring passes see of the links (ring_pass_key)
   std::vector<std::vector<SimNs>> per_rank_fwd_;  // [class][position]: forward kernel time, all layers
@@ -529,6 +530,10 @@ void StepSimulation::all_gather_times() {
 void StepSimulation::build_ring_inputs() {
   const size_t classes = result_.ring_classes.size();
   heads_per_launch_ = work_->heads_per_group * plan_.micro_batch_sequences;
+  launch_ = LaunchGeometry{.heads = heads_per_launch_,
+                           .kv_heads = shapes_.kv_heads_local * plan_.micro_batch_sequences,
+                           .chunk_tokens = plan_.layout.local_len(),
+                           .block_k = plan_.sparse.block_k};
   const auto ww = static_cast<size_t>(w_);
   class_inputs_.assign(classes, RingInput{});
   for (size_t c = 0; c < classes; ++c) {
@@ -640,8 +645,8 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
       for (int32_t t = 0; t < w; ++t) {
         const WorkCounts& cell = matrix.at(p, source_[static_cast<size_t>(p) * ww + static_cast<size_t>(t)]);
         const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
-        input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, heads_per_launch_);
-        backward_compute[at] = kernel_time_ns(cost_.backward, cell, heads_per_launch_);
+        input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, launch_);
+        backward_compute[at] = kernel_time_ns(cost_.backward, cell, launch_);
         rank_fwd += input.compute_ns[at];
         rank_bwd += backward_compute[at];
       }

@@ -152,6 +152,31 @@ TEST(GpuConfig, ParsesMeasuredCalibrationOfSeveralShapes) {
             "unknown");
 }
 
+TEST(GpuConfig, ThePerKeyBlockCostIsOptionalAndZeroWhenAbsent) {
+  // Configs written before the term (every shipped one) read it as 0 and write it back as they
+  // were; a given value is read, written back, and refused when negative.
+  for (const char* file : {"h100-sxm.yaml", "h200.yaml"}) {
+    const std::string text = read_file(kGpus / file);
+    const GpuConfig gpu = parse_gpu(text, file);
+    for (const CalibratedShape& shape : gpu.calibration->shapes) {
+      EXPECT_EQ(shape.forward.per_key_block_us, 0.0) << file;
+      EXPECT_EQ(shape.backward.per_key_block_us, 0.0) << file;
+    }
+    EXPECT_EQ(set_gpu_calibration(text, *gpu.calibration, file), text) << file;
+  }
+  const std::string with_term =
+      kUncalibrated + test::with_value(kCalibration, "per_vertical_chunk_us", "0.07\n        per_key_block_us: 0.0125");
+  const GpuConfig gpu = parse_gpu(with_term, "g.yaml");
+  EXPECT_DOUBLE_EQ(gpu.calibration->shapes[0].forward.per_key_block_us, 0.0125);
+  EXPECT_EQ(gpu.calibration->shapes[0].backward.per_key_block_us, 0.0);
+  const std::string written = write_gpu_yaml(gpu);
+  EXPECT_NE(written.find("per_key_block_us: 0.0125"), std::string::npos) << written;
+  EXPECT_EQ(written.find("per_key_block_us: 0,"), std::string::npos) << "a zero term is not written";
+  EXPECT_DOUBLE_EQ(parse_gpu(written, "w.yaml").calibration->shapes[0].forward.per_key_block_us, 0.0125);
+  expect_input_error([&] { parse_gpu(test::with_value(with_term, "per_key_block_us", "-0.5"), "g.yaml"); },
+                     {"per_key_block_us", "-0.5"});
+}
+
 TEST(GpuConfig, ParsesPublishedCalibration) {
   const GpuConfig gpu = load_gpu(std::filesystem::path(SPARSERING_SOURCE_DIR) / "tests/config/gpus/published-a100.yaml");
   ASSERT_TRUE(gpu.calibrated());
@@ -255,7 +280,12 @@ TEST(GpuConfig, RejectsMalformedCalibrationSections) {
 
 KernelCostCoefficients random_coefficients(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> unit(0.001, 1.0);
-  return {unit(rng) * 10, (rng() % 2) ? unit(rng) * 0.1 : 0.0, unit(rng), (rng() % 2) ? unit(rng) * 0.1 : 0.0};
+  KernelCostCoefficients c{unit(rng) * 10, (rng() % 2) ? unit(rng) * 0.1 : 0.0, unit(rng), (rng() % 2) ? unit(rng) * 0.1 : 0.0};
+  // The optional terms (backward units, per key block of the chunk), each present or not.
+  for (double* term : {&c.per_key_list_us, &c.per_column_list_us, &c.per_column_item_us, &c.per_column_us, &c.per_key_block_us}) {
+    *term = (rng() % 2) ? unit(rng) * 0.1 : 0.0;
+  }
+  return c;
 }
 
 GpuConfig random_gpu(std::mt19937_64& rng) {
@@ -302,6 +332,11 @@ void expect_same_coefficients(const KernelCostCoefficients& a, const KernelCostC
   EXPECT_EQ(a.per_list_us, b.per_list_us);
   EXPECT_EQ(a.per_tile_us, b.per_tile_us);
   EXPECT_EQ(a.per_vertical_chunk_us, b.per_vertical_chunk_us);
+  EXPECT_EQ(a.per_key_list_us, b.per_key_list_us);
+  EXPECT_EQ(a.per_column_list_us, b.per_column_list_us);
+  EXPECT_EQ(a.per_column_item_us, b.per_column_item_us);
+  EXPECT_EQ(a.per_column_us, b.per_column_us);
+  EXPECT_EQ(a.per_key_block_us, b.per_key_block_us);
 }
 
 void expect_same_calibration(const GpuCalibration& a, const GpuCalibration& b) {

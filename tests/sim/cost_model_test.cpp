@@ -1,5 +1,5 @@
 // Kernel and GEMM cost models: exact times against hand-computed formulas, calibrated and
-// roofline (sim/cost/kernel_cost.hpp); which calibrated shape supplies the coefficients and how an
+// roofline (sim/cost/kernel_cost.hpp); the key blocks of a launch's chunk against brute force; which calibrated shape supplies the coefficients and how an
 // uncalibrated shape is extrapolated and marked; stale and published calibrations
 // (sim/cost/calibration_status.hpp).
 #include "sim/cost/kernel_cost.hpp"
@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <utility>
 #include <vector>
 
 #include "common/error.hpp"
 #include "core/kernel_build.hpp"
+#include "tests/common/test_seed.hpp"
 
 namespace sparsering {
 namespace {
@@ -100,6 +102,50 @@ TEST(CostModelTest, BackwardUnitsAreChargedAndScaled) {
   EXPECT_DOUBLE_EQ(m.backward.per_column_item_us, 0.05);
   EXPECT_DOUBLE_EQ(m.backward.per_column_us, 0.001);
   EXPECT_NE(m.calibration.scaling.find("backward per key list x2"), std::string::npos) << m.calibration.scaling;
+}
+
+TEST(CostModelTest, KeyBlocksOfTheChunkAgainstBruteForce) {
+  // The (K/V head, key block) pairs the backward's key-block pass launches for a chunk: counted
+  // here by walking the chunk's tokens block by block for every K/V head.
+  EXPECT_EQ((LaunchGeometry{.heads = 16, .kv_heads = 2, .chunk_tokens = 16384, .block_k = 64}.key_blocks()), 512);
+  EXPECT_EQ((LaunchGeometry{.heads = 16, .kv_heads = 2, .chunk_tokens = 16385, .block_k = 128}.key_blocks()), 2 * 129);
+  EXPECT_EQ((LaunchGeometry{.heads = 4}.key_blocks()), 0) << "no K/V geometry: no key block";
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  for (int trial = 0; trial < 200; ++trial) {
+    const LaunchGeometry g{.heads = 1, .kv_heads = static_cast<int64_t>(rng() % 9),
+                           .chunk_tokens = static_cast<int64_t>(rng() % 5000), .block_k = 64 * static_cast<int64_t>(1 + rng() % 4)};
+    int64_t pairs = 0;
+    for (int64_t head = 0; head < g.kv_heads; ++head) {
+      for (int64_t token = 0; token < g.chunk_tokens; token += g.block_k) ++pairs;
+    }
+    ASSERT_EQ(g.key_blocks(), pairs) << g.kv_heads << " K/V heads, " << g.chunk_tokens << " tokens, block " << g.block_k;
+  }
+  EXPECT_THROW((LaunchGeometry{.kv_heads = -1, .chunk_tokens = 64, .block_k = 64}.key_blocks()), InputError);
+  EXPECT_THROW((LaunchGeometry{.kv_heads = 1, .chunk_tokens = 64, .block_k = 0}.key_blocks()), InputError);
+}
+
+TEST(CostModelTest, PerKeyBlockCostIsChargedPerKeyBlockOfTheChunk) {
+  // 100 + 1000 x 0.02 + 50 key lists x 0.2 + 512 key blocks x 0.01 us: every key block of the
+  // chunk, listed or not; a launch without work still costs 0; without the K/V geometry (the
+  // heads-only form, a lower bound) the term is left out.
+  KernelCoefficients c{.launch_us = 100.0, .per_tile_us = 0.02};
+  c.per_key_list_us = 0.2;
+  c.per_key_block_us = 0.01;
+  WorkCounts work{.tiles = 1000};
+  work.key_lists = 50;
+  const LaunchGeometry launch{.heads = 16, .kv_heads = 2, .chunk_tokens = 16384, .block_k = 64};
+  EXPECT_EQ(kernel_time_ns(c, work, launch), 100000 + 20000 + 10000 + 5120);
+  EXPECT_EQ(kernel_time_ns(c, work, 16), 100000 + 20000 + 10000);
+  EXPECT_EQ(kernel_time_ns(c, WorkCounts{}, launch), 0) << "no tile, no chunk: no launch";
+  // Extrapolated from 64x64x128 to 128x128x128: x2, the 64-key CTAs launched per key block.
+  GpuConfig gpu = calibrated_gpu();
+  gpu.calibration->shapes.front().backward.per_key_block_us = 0.01;
+  const AttentionCostModel m = make_attention_cost_model(gpu, 128, 128, 128);
+  EXPECT_DOUBLE_EQ(m.backward.per_key_block_us, 0.02);
+  EXPECT_EQ(m.forward.per_key_block_us, 0.0);
+  EXPECT_NE(m.calibration.scaling.find("per key block of the chunk x2"), std::string::npos) << m.calibration.scaling;
+  // Calibrated at the exact shape: as listed.
+  EXPECT_EQ(make_attention_cost_model(gpu, 64, 64, 128).backward.per_key_block_us, 0.01);
 }
 
 TEST(CostModelTest, ExactShapeIsUsedWhenCalibrated) {

@@ -2,8 +2,8 @@
 // cache reuse across ring orders, ring passes shared by orders whose links time alike, the
 // busiest rank's kernel time with and without ring records, relabelling of symmetric ranks,
 // hierarchical rings with a one-node outer level, monotonicity in sparsity, NIC sharing across
-// ring levels, the dK/dV accumulator routes, the index build phase, and input checks
-// (sim/step/simulation.hpp).
+// ring levels, the dK/dV accumulator routes, the index build phase, the backward's cost per key
+// block of the held chunk in every step, and input checks (sim/step/simulation.hpp).
 #include "sim/step/simulation.hpp"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,52 @@ TEST(SimulationTest, DenseTwoRankRingByHand) {
   EXPECT_GT(r.step.step_ns, r.step.forward_ns + r.step.backward_ns - 1);
   EXPECT_GT(r.step.tokens_per_s, 0.0);
   EXPECT_TRUE(r.memory.fits);
+}
+
+TEST(SimulationTest, PerKeyBlockCostAddsTheChunksKeyBlocksToEveryBackwardStep) {
+  // The backward's key-block pass launches CTAs for every (K/V head, key block) of the held chunk:
+  // with 1 us per key block, every backward step with work costs exactly 1 us x K/V heads of the
+  // launch (x micro batch) x key blocks of the chunk more, steps without work and the forward
+  // nothing more. Tiny model: 4 query heads over 2 K/V heads, blocks of 64.
+  const ModelConfig model = small_model();
+  const Trace trace = small_trace(2, 4, 4096, 23);
+  struct Case {
+    PlanConfig plan;
+    bool sparse;
+    int64_t key_blocks;  // by hand
+    int64_t nodes;
+    int64_t gpus_per_node;
+  };
+  std::vector<Case> cases;
+  // Dense, W = 2, N = 2048: chunks of 1024 tokens = 16 key blocks x 2 K/V heads.
+  cases.push_back({small_plan(2048, 2, "contiguous", 0, false, {{2, "nvlink"}}), false, 32, 1, 2});
+  // Sparse zigzag, W = 2, N = 4096, head parallel 2: one K/V head per group x 32 key blocks.
+  cases.push_back({small_plan(4096, 2, "zigzag", 0, true, {{2, "nvlink"}}, 2, 1), true, 32, 2, 2});
+  // Sparse striped G = 64, W = 8, N = 4096, micro batch 2: 2 K/V heads x 2 sequences x 8 key blocks.
+  cases.push_back({small_plan(4096, 8, "striped", 64, true, {{4, "nvlink"}, {2, "infiniband"}}), true, 32, 2, 4});
+  cases.back().plan.micro_batch_sequences = 2;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << to_string(c.plan.layout.kind()) << " W=" << c.plan.context_parallel);
+    ClusterConfig cluster = small_cluster(c.nodes, c.gpus_per_node);
+    SimulationContext before_context;
+    const SimulationResult before = simulate(before_context, c.plan, model, cluster, c.sparse ? &trace : nullptr);
+    cluster.gpu_config.calibration->shapes.front().backward.per_key_block_us = 1.0;
+    SimulationContext after_context;
+    const SimulationResult after = simulate(after_context, c.plan, model, cluster, c.sparse ? &trace : nullptr);
+    ASSERT_EQ(before.rings.size(), after.rings.size());
+    int64_t steps_with_work = 0;
+    for (size_t k = 0; k < before.rings.size(); ++k) {
+      const RingPassResult& b = before.rings[k];
+      const RingPassResult& a = after.rings[k];
+      ASSERT_EQ(b.compute_ns.size(), a.compute_ns.size());
+      for (size_t cell = 0; cell < b.compute_ns.size(); ++cell) {
+        const SimNs added = b.backward && b.compute_ns[cell] > 0 ? 1000 * c.key_blocks : 0;
+        ASSERT_EQ(a.compute_ns[cell], b.compute_ns[cell] + added) << (b.backward ? "backward" : "forward") << " cell " << cell;
+        steps_with_work += added > 0 ? 1 : 0;
+      }
+    }
+    EXPECT_GT(steps_with_work, 0);
+  }
 }
 
 TEST(SimulationTest, TwoSimulationsAgreeAndReuseWork) {

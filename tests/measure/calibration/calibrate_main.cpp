@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/app_runner.hpp"
-#include "cli/gpu/gpu_commands.hpp"
+#include "cli/commands.hpp"
 
 int main(int argc, char** argv) {
   using namespace sparsering;

@@ -19,6 +19,7 @@
 #include "common/atomic_file.hpp"
 #include "measure/calibration/benchmark_plan.hpp"
 #include "measure/calibration/calibration_output.hpp"
+#include "measure/calibration/calibration_refit.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
 #include "sim/config/gpu_config.hpp"
 #include "sim/cost/kernel_cost.hpp"
@@ -73,6 +74,7 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   m.column_lists = 12;
   m.column_items = 13;
   m.columns = 14;
+  m.key_block_stride = 4;
   const std::vector<KernelMeasurement> back = parse_kernel_measurements_csv(kernel_measurements_csv({m, m}), "t.csv");
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].columns_per_list, 40);
@@ -84,7 +86,16 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   EXPECT_EQ(back[1].tiles, m.tiles);
   EXPECT_EQ(back[1].median_us, 123.25);
   EXPECT_EQ(back[1].placement, "banded");
+  EXPECT_EQ(back[1].key_block_stride, 4);
   EXPECT_TRUE(back[1].under_filled);
+  // Records written before strides have no such column: every key block.
+  for (const KernelMeasurement& k : parse_kernel_measurements_csv(
+           read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/h200-kernels-443afdb3-random.csv"), "h200")) {
+    ASSERT_EQ(k.key_block_stride, 1);
+  }
+  std::string zero_stride = kernel_measurements_csv({m});
+  zero_stride.replace(zero_stride.rfind(",4\n"), 3, ",0\n");
+  test::expect_input_error([&] { parse_kernel_measurements_csv(zero_stride, "e.csv"); }, {"e.csv:2", "key_block_stride", ">= 1"});
   test::expect_input_error([] { parse_kernel_measurements_csv("", "e.csv"); }, {"e.csv", "header"});
   test::expect_input_error([] { parse_kernel_measurements_csv("direction,q_heads\nforward,1\n", "e.csv"); },
                            {"e.csv", "no column \"kv_heads\""});
@@ -142,6 +153,58 @@ TEST(KernelCalibration, FitsEachShapeOnItsOwnLaunches) {
   for (const KernelMeasurement& m : kernels) EXPECT_GT(m.predicted_us, 0.0);
 }
 
+TEST(KernelCalibration, ThePerKeyBlockTermIsFittedOnlyWhenFilledLaunchesListAPartOfTheirChunk) {
+  // Launched key blocks: K/V heads x ceil(local tokens / block_k), hand-counted.
+  KernelMeasurement m = launch("backward", 32, 4, 65536);
+  EXPECT_EQ(launched_key_blocks(m), 4 * 1024);
+  EXPECT_EQ(launched_key_blocks(launch("backward", 32, 8, 16384 + 1, 128)), 8 * 129);
+  m.tiles_per_list = 4;
+  m.tiles = 4 * m.lists;
+  m.key_lists = 4 * 1024;  // every key block listed
+  m.column_lists = m.column_items = m.columns = 0;
+  m.under_filled = false;
+  std::vector<KernelMeasurement> launches{m, m};
+  EXPECT_FALSE(fit_terms(launches, "backward").key_block);
+  launches[1].key_lists = 4 * 1024 / 2;  // a half of them: the term is fitted
+  EXPECT_TRUE(lists_part_of_the_chunk(launches[1]));
+  EXPECT_TRUE(fit_terms(launches, "backward").key_block);
+  EXPECT_FALSE(fit_terms(launches, "forward").key_block);
+  launches[1].key_lists = 4 * 1024 / 2 + 1;  // more than a half: not enough to separate it
+  EXPECT_FALSE(fit_terms(launches, "backward").key_block);
+  launches[1].key_lists = 0;  // chunk-only launches list no key block: they do not trigger it
+  EXPECT_FALSE(lists_part_of_the_chunk(launches[1]));
+  EXPECT_FALSE(fit_terms(launches, "backward").key_block);
+  launches[1].key_lists = 512;
+  launches[1].under_filled = true;  // out of the fit, so it cannot separate the term either
+  EXPECT_FALSE(fit_terms(launches, "backward").key_block);
+  launches[1].under_filled = false;
+  launches[0].key_lists = -1;  // units not recorded: the four terms
+  const KernelTerms four = fit_terms(launches, "backward");
+  EXPECT_FALSE(four.key_block);
+  EXPECT_FALSE(four.key_list);
+}
+
+TEST(KernelCalibration, RestoringTheUnitsOfAStridedCaseDrawsItsStride) {
+  // A recorded pair without units, at key block stride 4 (banded): the rebuilt index lists a
+  // quarter of the key blocks, every one of them (the diagonals meet every covered block).
+  KernelMeasurement m = launch("forward", 16, 2, 8192);
+  m.tiles_per_list = 2;
+  m.chunks_per_list = 1;
+  m.tiles = 2 * m.lists;
+  m.column_chunks = m.lists;
+  m.placement = "banded";
+  m.key_block_stride = 4;
+  std::vector<KernelMeasurement> kernels{m, m};
+  kernels[1].direction = "backward";
+  restore_backward_units(kernels);
+  EXPECT_EQ(kernels[1].key_lists, 2 * 128 / 4);
+  EXPECT_EQ(kernels[1].column_lists, m.lists);
+  EXPECT_EQ(kernels[1].columns, m.lists * 64);
+  kernels[0].key_lists = kernels[1].key_lists = -1;
+  kernels[1].key_block_stride = 2;
+  test::expect_input_error([&] { restore_backward_units(kernels); }, {"not the forward and backward of one benchmark case"});
+}
+
 TEST(KernelCalibration, RefusesADirectionTooSmallForTheFolds) {
   std::vector<KernelMeasurement> kernels;
   for (const int32_t tiles : {1, 4, 16}) {
@@ -168,11 +231,17 @@ std::vector<ShapeFit> refit(const std::string& csv, bool four_terms = false) {
   return fit_kernel_measurements(kernels);
 }
 
+/// The refit that `calibrate --refit` runs (refit_kernel_calibration) of a shipped run's CSV into
+/// the config that run wrote gives back its calibration: every coefficient and fit figure, and the
+/// file's text itself.
 void expect_shipped(const std::string& csv, const std::string& gpu_file) {
   SCOPED_TRACE(csv);
-  const GpuConfig gpu = load_gpu(std::string(SPARSERING_SOURCE_DIR) + "/configs/gpus/" + gpu_file);
+  const std::string gpu_text = read_file(std::string(SPARSERING_SOURCE_DIR) + "/configs/gpus/" + gpu_file);
+  const GpuConfig gpu = parse_gpu(gpu_text, gpu_file);
   ASSERT_TRUE(gpu.calibration.has_value());
-  const std::vector<ShapeFit> fits = refit(csv);
+  const CalibrationRun run =
+      refit_kernel_calibration(read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + csv), csv, gpu);
+  const std::vector<ShapeFit>& fits = run.fits;
   ASSERT_EQ(fits.size(), gpu.calibration->shapes.size());
   for (const ShapeFit& fit : fits) {
     const CalibratedShape expected = calibrated_shape(fit);
@@ -187,6 +256,8 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
       EXPECT_EQ(got.per_column_list_us, want.per_column_list_us);
       EXPECT_EQ(got.per_column_item_us, want.per_column_item_us);
       EXPECT_EQ(got.per_column_us, want.per_column_us);
+      EXPECT_EQ(got.per_key_block_us, 0.0) << "every launch of these runs lists every key block";
+      EXPECT_EQ(got.per_key_block_us, want.per_key_block_us);
     }
     ASSERT_TRUE(shipped->fit.has_value());
     EXPECT_EQ(expected.fit->samples, shipped->fit->samples);
@@ -196,6 +267,7 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
     EXPECT_EQ(expected.fit->heldout_max_relative_error, shipped->fit->heldout_max_relative_error);
     EXPECT_EQ(expected.fit->folds, shipped->fit->folds);
   }
+  EXPECT_EQ(set_gpu_calibration(gpu_text, run.calibration, gpu_file), gpu_text);
 }
 
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {

@@ -37,6 +37,45 @@ TEST(KernelFit, RecoversExactCoefficientsWithoutNoise) {
   EXPECT_NEAR(fit.r_squared, 1.0, 1e-12);
 }
 
+TEST(KernelFit, ThePerKeyBlockTermIsFittedApartFromThePerKeyListOne) {
+  // Launches whose key lists are all, a half or a quarter of the launched key blocks: the fit
+  // with the per-key-block term gives back both costs; without it the per-key-list cost takes
+  // what it can of both and misses the partial launches.
+  const KernelCostCoefficients truth{.launch_us = 120.0, .per_tile_us = 0.03, .per_key_list_us = 0.15,
+                                     .per_key_block_us = 0.05};
+  std::vector<KernelSample> samples;
+  for (const int64_t key_blocks : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    for (const int64_t part : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+      for (const int64_t tiles_per_key_list : {int64_t{8}, int64_t{64}}) {
+        KernelSample s;
+        s.key_lists = key_blocks / part;
+        s.key_blocks = key_blocks;
+        s.tiles = s.key_lists * tiles_per_key_list;
+        s.time_us = predict_kernel_us(truth, s);
+        samples.push_back(s);
+      }
+    }
+  }
+  const KernelTerms with = KernelTerms::backward_units(false, true);
+  EXPECT_TRUE(with.key_block);
+  const KernelFit fit = fit_kernel_cost(samples, with);
+  EXPECT_NEAR(fit.coefficients.per_key_block_us, truth.per_key_block_us, 1e-9);
+  EXPECT_NEAR(fit.coefficients.per_key_list_us, truth.per_key_list_us, 1e-9);
+  EXPECT_NEAR(fit.coefficients.launch_us, truth.launch_us, 1e-6);
+  EXPECT_LT(fit.max_relative_error, 1e-9);
+  const KernelFit without = fit_kernel_cost(samples, KernelTerms::backward_units(false));
+  EXPECT_EQ(without.coefficients.per_key_block_us, 0.0);
+  EXPECT_GT(without.max_relative_error, 0.05);
+  // Rounding keeps 4 significant digits of the new term too.
+  EXPECT_EQ(rounded_coefficients(KernelCostCoefficients{.per_key_block_us = 0.0123456}).per_key_block_us, 0.01235);
+  KernelSample negative;
+  negative.tiles = 1;
+  negative.time_us = 1.0;
+  negative.key_blocks = -1;
+  std::vector<KernelSample> bad(3, negative);
+  test::expect_input_error([&] { fit_kernel_cost(bad, with); }, {"negative counts", "-1 key blocks"});
+}
+
 TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> pick(0.5, 2.0);

@@ -1,0 +1,53 @@
+// The refit is the fit of `calibrate` on recorded rows: the same parse, unit restoration,
+// under-filled rule and fit, so a refit of a run's CSV with the version that measured it gives
+// back the section that run wrote.
+#include "measure/calibration/calibration_refit.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace sparsering {
+
+CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string_view csv_name, const GpuConfig& gpu,
+                                        const FitOptions& options) {
+  require(gpu.calibration.has_value(), "GPU config '", gpu.name,
+          "' has no calibration section: a refit keeps the kernel build and provenance of the measured calibration "
+          "that recorded ", csv_name, " (give the config that run wrote)");
+  require(!gpu.calibration->published(), "GPU config '", gpu.name,
+          "' holds published figures, not a measured calibration: a refit keeps the kernel build and provenance of "
+          "the run that recorded ", csv_name, " (give the config that run wrote)");
+  require(gpu.sm_count >= 1, "GPU config '", gpu.name, "' has no sm_count to flag under-filled launches with");
+
+  CalibrationRun run;
+  run.fit_options = options;
+  run.kernels = parse_kernel_measurements_csv(csv_text, csv_name);
+  require(!run.kernels.empty(), csv_name, ": no kernel measurement to refit");
+  restore_backward_units(run.kernels);
+  int64_t reflagged = 0;
+  for (KernelMeasurement& k : run.kernels) {
+    const bool under = launch_under_filled(k, gpu.sm_count);
+    reflagged += under != k.under_filled ? 1 : 0;
+    k.under_filled = under;
+  }
+  run.fits = fit_kernel_measurements(run.kernels, options);
+
+  run.calibration = *gpu.calibration;
+  run.calibration.shapes.clear();
+  for (const ShapeFit& fit : run.fits) run.calibration.shapes.push_back(calibrated_shape(fit));
+  run.notes.push_back(str("refit of ", csv_name, " (", run.kernels.size(), " measurements): kernel build, provenance and ",
+                          "gemm_efficiency kept from ", gpu.name, "'s calibration"));
+  for (const CalibratedShape& old : gpu.calibration->shapes) {
+    if (run.calibration.find(old.shape) == nullptr) {
+      run.notes.push_back(str("shape ", to_string(old.shape), " of ", gpu.name, " is not in ", csv_name, ": dropped"));
+    }
+  }
+  if (reflagged > 0) {
+    run.notes.push_back(str(reflagged, " launch(es) flagged under-filled otherwise than recorded (this version's rule on ",
+                            gpu.sm_count, " SMs)"));
+  }
+  return run;
+}
+
+}  // namespace sparsering

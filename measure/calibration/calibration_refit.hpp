@@ -1,0 +1,30 @@
+// Refitting a recorded calibration without a GPU: the kernel measurements a `calibrate` run wrote
+// (calibration-<gpu>-kernels.csv, docs/calibration/*.csv) fitted again with this version's cost
+// model, fit rules and under-filled rule, into the calibration of the GPU config that run wrote.
+// The config's kernel build, provenance and GEMM efficiency are kept: they describe the
+// measurement, which the refit does not change. What `sparsering calibrate --refit` runs
+// (docs/calibration.md, "Refitting recorded measurements").
+// Tested in tests/measure/calibration/calibration_refit_test.cpp.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "measure/calibration/calibration_output.hpp"
+#include "measure/calibration/kernel_calibration.hpp"
+#include "sim/config/gpu_config.hpp"
+
+namespace sparsering {
+
+/// Reads the kernel measurements of `csv_text` (parse_kernel_measurements_csv), gives back the
+/// backward units of rows recorded before they were (restore_backward_units), flags the
+/// under-filled launches for `gpu.sm_count` SMs, fits every shape in the CSV and returns the run:
+/// `calibration` is the config's measured calibration with its shapes replaced by the refitted
+/// ones, `kernels` the measurements with their units and predictions, `notes` what was kept,
+/// dropped or flagged differently from the record. Throws InputError (naming the config or the
+/// CSV) when the config has no measured calibration (published figures or none: nothing says which
+/// kernels the CSV measured), the CSV has no measurement or cannot be read, or a fit fails.
+CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string_view csv_name, const GpuConfig& gpu,
+                                        const FitOptions& options = {});
+
+}  // namespace sparsering

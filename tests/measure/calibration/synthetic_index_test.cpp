@@ -123,7 +123,9 @@ TEST(SyntheticIndex, AKeyBlockStrideKeepsTilesAndColumnsInEveryStridethBlock) {
     for (const int32_t c : index.column_index) {
       ASSERT_EQ((c / spec.block_k) % spec.key_block_stride, 0) << "column " << c;
       // At stride 1 random columns may fall in a partial last block, as before strides existed.
-      if (spec.key_block_stride > 1) ASSERT_LT(c / spec.block_k, full_blocks) << "column " << c << " in the partial last block";
+      if (spec.key_block_stride > 1) {
+        ASSERT_LT(c / spec.block_k, full_blocks) << "column " << c << " in the partial last block";
+      }
     }
     for (int64_t list = 0; list < lists; ++list) {
       const auto l = static_cast<size_t>(list);

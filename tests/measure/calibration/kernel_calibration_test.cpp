@@ -256,7 +256,6 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
       EXPECT_EQ(got.per_column_list_us, want.per_column_list_us);
       EXPECT_EQ(got.per_column_item_us, want.per_column_item_us);
       EXPECT_EQ(got.per_column_us, want.per_column_us);
-      EXPECT_EQ(got.per_key_block_us, 0.0) << "every launch of these runs lists every key block";
       EXPECT_EQ(got.per_key_block_us, want.per_key_block_us);
     }
     ASSERT_TRUE(shipped->fit.has_value());

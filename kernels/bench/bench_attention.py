@@ -139,9 +139,11 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
     row["ours_fwd"]["tflops"] = fwd_flop / row["ours_fwd"]["median_ms"] / 1e9
     # The other kernels on the same tensors (the library reads SPARSERING_FORWARD_KERNEL and
     # SPARSERING_BACKWARD_KERNEL at every launch; "automatic" above is what a user gets).
-    for direction, kernels, launch, flop in (("fwd", args.forward_kernels, lambda: lib.sparse_attn_fwd(q, k, v, index, out, lse), fwd_flop),
-                                             ("bwd", args.backward_kernels, ours_bwd, 2.5 * fwd_flop)):
-        variable = "SPARSERING_FORWARD_KERNEL" if direction == "fwd" else "SPARSERING_BACKWARD_KERNEL"
+    def ours_fwd():
+        lib.sparse_attn_fwd(q, k, v, index, out, lse)
+    for direction, variable, kernels, launch, flop in (
+            ("fwd", "SPARSERING_FORWARD_KERNEL", args.forward_kernels, ours_fwd, fwd_flop),
+            ("bwd", "SPARSERING_BACKWARD_KERNEL", args.backward_kernels, ours_bwd, 2.5 * fwd_flop)):
         for kernel in kernels:
             previous = os.environ.get(variable)
             os.environ[variable] = kernel

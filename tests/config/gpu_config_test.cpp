@@ -153,17 +153,21 @@ TEST(GpuConfig, ParsesMeasuredCalibrationOfSeveralShapes) {
 }
 
 TEST(GpuConfig, ThePerKeyBlockCostIsOptionalAndZeroWhenAbsent) {
-  // Configs written before the term (every shipped one) read it as 0 and write it back as they
-  // were; a given value is read, written back, and refused when negative.
+  // A config without the term (the published A100 one) reads it as 0; the measured shipped
+  // configs, which have it, are written back as they were; a given value is read, written back,
+  // and refused when negative.
+  const GpuConfig a100 = parse_gpu(read_file(kGpus / "a100-40gb.yaml"), "a100-40gb.yaml");
+  for (const CalibratedShape& shape : a100.calibration->shapes) {
+    EXPECT_EQ(shape.forward.per_key_block_us, 0.0);
+    EXPECT_EQ(shape.backward.per_key_block_us, 0.0);
+  }
   for (const char* file : {"h100-sxm.yaml", "h200.yaml"}) {
     const std::string text = read_file(kGpus / file);
     const GpuConfig gpu = parse_gpu(text, file);
-    for (const CalibratedShape& shape : gpu.calibration->shapes) {
-      EXPECT_EQ(shape.forward.per_key_block_us, 0.0) << file;
-      EXPECT_EQ(shape.backward.per_key_block_us, 0.0) << file;
-    }
     EXPECT_EQ(set_gpu_calibration(text, *gpu.calibration, file), text) << file;
   }
+  const GpuConfig plain = parse_gpu(kUncalibrated + kCalibration, "g.yaml");
+  EXPECT_EQ(plain.calibration->shapes[0].backward.per_key_block_us, 0.0);
   const std::string with_term =
       kUncalibrated + test::with_value(kCalibration, "per_vertical_chunk_us", "0.07\n        per_key_block_us: 0.0125");
   const GpuConfig gpu = parse_gpu(with_term, "g.yaml");

@@ -1,7 +1,9 @@
 // The work lower bound (tuner/search/work_lower_bound.hpp) against the simulator's exact work
 // counter on fresh random patterns: tiles and lists equal where the bound says tiles are exact
-// (tiles also through the rank-pair tables, which add up over heads and whose lists never exceed
-// the exact ones), and every cell's tiles, lists and chunks never exceed the exact ones.
+// (tiles also through the rank-pair tables, which add up over heads and whose lists and keys
+// never exceed the exact ones), key lists equal per head on contiguous layouts and fine stripes,
+// and every cell's tiles, lists, key lists (per head, and of heads sharing a K/V head), chunks,
+// columns and items never exceed the exact ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,6 +68,8 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
   int64_t exact_layouts = 0;
   int64_t lists_bounded = 0;
   int64_t table_lists = 0;
+  int64_t table_keys = 0;
+  int64_t shared_keys = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int32_t w = std::uniform_int_distribution<int32_t>(1, 6)(rng);
     const int64_t block = std::vector<int64_t>{16, 32, 64}[static_cast<size_t>(trial % 3)];
@@ -80,7 +84,15 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
       WorkCounter counter(geometry);
       WorkMatrix exact(w);
       for (const KeptPattern& p : patterns) counter.accumulate_head(p, exact);
+      // The same heads sharing one K/V head: their key lists are the union of theirs.
+      WorkMatrix shared(w);
+      counter.begin_key_group();
+      for (const KeptPattern& p : patterns) counter.accumulate_group_head(p, shared);
+      counter.end_key_group(shared);
       const bool exact_tiles = exact_tile_count(layout, block);
+      // Key lists are exact per head where a unit diagonal lists as many keys as rows.
+      const bool exact_keys = exact_tiles && (layout.kind() == LayoutKind::contiguous ||
+                                              (layout.kind() == LayoutKind::striped && layout.granularity_tokens() < block));
       exact_layouts += exact_tiles ? 1 : 0;
       const RankPairTiles table = rank_pair_tiles(heads, layout, block);
       EXPECT_EQ(table.form != RankPairTiles::Form::none, exact_tiles) << to_string(layout.kind());
@@ -100,6 +112,13 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
                 << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " cell " << q << "," << kv;
             ASSERT_TRUE(table.lists_at(q, kv) == 0 || table.at(q, kv) > 0);
             table_lists += table.lists_at(q, kv);
+            ASSERT_LE(table.keys_at(q, kv), exact.at(q, kv).key_lists)
+                << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " cell " << q << "," << kv;
+            ASSERT_TRUE(table.keys_at(q, kv) == 0 || table.at(q, kv) > 0);
+            if (exact_keys) {
+              ASSERT_EQ(table.keys_at(q, kv), exact.at(q, kv).key_lists) << to_string(layout.kind());
+            }
+            table_keys += table.keys_at(q, kv);
           }
         }
       }
@@ -120,11 +139,27 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
                                         << " cell " << q << "," << kv;
             lists_bounded += b.lists;
             ASSERT_LE(b.lists, e.lists) << "a list bound above the exact count would charge lists never run";
+            ASSERT_LE(b.key_lists, e.key_lists) << to_string(layout.kind()) << " G=" << layout.granularity_tokens()
+                                                << " W=" << w << " cell " << q << "," << kv;
+            ASSERT_LE(b.columns, e.columns);
+            ASSERT_LE(b.column_items, e.column_items);
+            if (exact_keys) {
+              ASSERT_EQ(b.key_lists, e.key_lists) << to_string(layout.kind());
+            }
             if (exact_tiles) {
               ASSERT_EQ(b.tiles, e.tiles) << to_string(layout.kind()) << " G=" << layout.granularity_tokens();
               ASSERT_EQ(b.lists, e.lists) << to_string(layout.kind()) << " G=" << layout.granularity_tokens()
                                           << " W=" << w << " b=" << block << " cell " << q << "," << kv;
             }
+          }
+        }
+        // The three heads as one K/V head: at least the most any of them lists, at most the union.
+        const WorkMatrix grouped = work_lower_bound(heads, layout, block, {}, columns, 3);
+        for (int32_t q = 0; q < w; ++q) {
+          for (int32_t kv = 0; kv < w; ++kv) {
+            ASSERT_LE(grouped.at(q, kv).key_lists, shared.at(q, kv).key_lists)
+                << to_string(layout.kind()) << " G=" << layout.granularity_tokens() << " W=" << w << " cell " << q << "," << kv;
+            shared_keys += grouped.at(q, kv).key_lists;
           }
         }
       }
@@ -133,6 +168,8 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
   EXPECT_GT(exact_layouts, 100);
   EXPECT_GT(lists_bounded, 0);
   EXPECT_GT(table_lists, 0);
+  EXPECT_GT(table_keys, 0);
+  EXPECT_GT(shared_keys, 0);
 }
 
 TEST(WorkLowerBound, TheDenseColumnPartOnlyAdds) {

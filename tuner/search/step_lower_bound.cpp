@@ -281,25 +281,35 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
   // Coarse attention bounds: the total tile count of aligned layouts, spread over the ring.
   std::map<int64_t, std::vector<int64_t>> total_tiles;    // block -> [layer x heads + head]
   std::map<int64_t, std::vector<int64_t>> total_columns;  // block -> [layer x heads + head]: uncovered visible columns over all rows
+  std::map<int64_t, std::vector<int64_t>> total_column_rows;  // block -> [layer x heads + head]: rows with one of them
   for (const Geometry& g : space.geometries) {
     if (total_tiles.count(g.block)) continue;
     std::vector<std::vector<int64_t>>& sets = diagonals_[g.block];
     std::vector<int64_t> totals(patterns.patterns.size(), 0);
     const int64_t blocks = (space.seq_len_tokens + g.block - 1) / g.block;
     std::vector<int64_t> columns(patterns.patterns.size(), 0);
+    std::vector<int64_t> column_rows(patterns.patterns.size(), 0);
     for (size_t k = 0; k < totals.size(); ++k) {
       sets.push_back(touched_diagonals(patterns.patterns[k], g.block));
       const std::vector<int64_t>& d_set = sets.back();
       for (const int64_t d : d_set) totals[k] += std::max<int64_t>(0, blocks - d);
       // A kept column in key block K is seen by rows K .. blocks - 1 and covered by a tile in
       // rows K + d, d a touched diagonal: the same rows for every aligned layout.
-      for (const int64_t v : patterns.patterns[k].vertical_positions) {
+      const std::vector<int64_t>& verticals = patterns.patterns[k].vertical_positions;
+      for (const int64_t v : verticals) {
         const int64_t rows = blocks - v / g.block;
         columns[k] += rows - static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), rows) - d_set.begin());
+      }
+      // The rows in which the earliest column is uncovered gather a column: each is at least one
+      // column list (one per K/V rank it gathers from) of every aligned layout.
+      if (!verticals.empty()) {
+        const int64_t rows = blocks - verticals.front() / g.block;
+        column_rows[k] = rows - static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), rows) - d_set.begin());
       }
     }
     total_tiles.emplace(g.block, std::move(totals));
     total_columns.emplace(g.block, std::move(columns));
+    total_column_rows.emplace(g.block, std::move(column_rows));
   }
   for (const Geometry& g : space.geometries) {
     auto t = std::make_unique<GeometryTerms>();
@@ -318,30 +328,42 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
       const AttentionCostModel& cost = cost_.at(g.block);
       const std::vector<int64_t>& totals = total_tiles.at(g.block);
       const std::vector<int64_t>& column_totals = total_columns.at(g.block);
+      const std::vector<int64_t>& row_totals = total_column_rows.at(g.block);
       const int64_t per_group = model.q_heads / t->groups;
       for (int64_t l = 0; l < model.layers; ++l) {
         for (int64_t group = 0; group < t->groups; ++group) {
           int64_t tiles = 0;
           int64_t columns = 0;
+          int64_t column_rows = 0;
           for (int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
             tiles += totals[static_cast<size_t>(l * model.q_heads + h)];
             columns += column_totals[static_cast<size_t>(l * model.q_heads + h)];
+            column_rows += row_totals[static_cast<size_t>(l * model.q_heads + h)];
           }
-          // The busiest rank does at least the average: the group's tiles and chunks (a row's
-          // chunks are at least its uncovered columns / block) spread evenly over the ring.
+          // The busiest rank does at least the average: the group's tiles, columns and column
+          // lists spread evenly over the ring (a row's chunks are at least its uncovered columns
+          // / block, and one per column list; a column list has an item).
           const double batch = static_cast<double>(tmpl.micro_batch_sequences);
-          const double per_rank = static_cast<double>(tiles) * batch / static_cast<double>(t->ranks);
+          const double ranks = static_cast<double>(t->ranks);
+          const double per_rank = static_cast<double>(tiles) * batch / ranks;
+          const double columns_per_rank = static_cast<double>(columns) * batch / ranks;
+          const double column_lists_per_rank = static_cast<double>(column_rows) * batch / ranks;
           const double chunks_per_rank =
-              static_cast<double>(columns) * batch / static_cast<double>(g.block) / static_cast<double>(t->ranks);
+              std::max(columns_per_rank / static_cast<double>(g.block), column_lists_per_rank);
           // Every rank's own cell runs (a kernel with a list per local row and head: each row
           // has its diagonal tile there). Each cell's kernel time rounds to the nearest ns:
           // allow W ns of rounding per rank.
+          // Its diagonal tiles list every key block of the rank's own chunk for each K/V head.
+          const LaunchGeometry launch = launch_of(g, t->groups);
           const int64_t launch_heads = per_group * tmpl.micro_batch_sequences;
           const double own_lists = static_cast<double>(g.layout.local_len() / g.block * launch_heads);
+          const double own_keys = static_cast<double>(launch.key_blocks());
           const auto bound = [&](const KernelCoefficients& c) {
             const double us = c.launch_us + c.per_head_us * static_cast<double>(launch_heads) +
                               c.per_list_us * own_lists + c.per_tile_us * per_rank +
-                              c.per_vertical_chunk_us * chunks_per_rank;
+                              c.per_vertical_chunk_us * chunks_per_rank + c.per_key_list_us * own_keys +
+                              c.per_key_block_us * own_keys + c.per_column_list_us * column_lists_per_rank +
+                              c.per_column_item_us * column_lists_per_rank + c.per_column_us * columns_per_rank;
             return std::max<SimNs>(0, static_cast<SimNs>(us * 1e3) - t->ranks - 1);
           };
           t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward));
@@ -368,6 +390,18 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
 }
 
 StepLowerBound::~StepLowerBound() = default;
+
+LaunchGeometry StepLowerBound::launch_of(const Geometry& geometry, int64_t groups) const {
+  const int64_t batch = template_.micro_batch_sequences;
+  return LaunchGeometry{.heads = model_.q_heads / groups * batch,
+                        .kv_heads = std::max<int64_t>(1, model_.kv_heads / groups) * batch,
+                        .chunk_tokens = geometry.layout.local_len(),
+                        .block_k = geometry.block};
+}
+
+int64_t StepLowerBound::key_group(int64_t groups) const {
+  return std::min(model_.q_heads / groups, model_.q_heads / model_.kv_heads);
+}
 
 const StepLowerBound::DegreeTerms& StepLowerBound::degree_terms(int32_t degrees) const {
   return *degree_terms_[static_cast<size_t>(degrees)];
@@ -450,7 +484,7 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   const int64_t layers = model_.layers;
   const int64_t per_group = model_.q_heads / t.groups;
   const int64_t batch = template_.micro_batch_sequences;
-  const int64_t heads_per_launch = per_group * batch;
+  const LaunchGeometry launch = launch_of(g, t.groups);
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(layers * t.groups) * w;
   const bool keep_cells = strength >= kStrong;
@@ -471,7 +505,8 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
       sets.push_back(&block_sets[static_cast<size_t>(l * model_.q_heads + h)]);
     }
     const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets,
-                                              strength >= kStrong ? ColumnBound::dense : ColumnBound::representative);
+                                              strength >= kStrong ? ColumnBound::dense : ColumnBound::representative,
+                                              key_group(t.groups));
     for (size_t p = 0; p < w; ++p) {
       SimNs f = 0;
       SimNs b = 0;
@@ -480,8 +515,11 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
         cell.tiles *= batch;
         cell.column_chunks *= batch;
         cell.lists *= batch;
-        const SimNs cf = kernel_time_ns(cost.forward, cell, heads_per_launch);
-        const SimNs cb = kernel_time_ns(cost.backward, cell, heads_per_launch);
+        cell.key_lists *= batch;
+        cell.columns *= batch;
+        cell.column_items *= batch;
+        const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
+        const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
         f += cf;
         b += cb;
         if (keep_cells) {
@@ -574,21 +612,29 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
   const int64_t per_group = model_.q_heads / t.groups;
   const int64_t batch = template_.micro_batch_sequences;
   const int64_t heads_per_launch = per_group * batch;
+  const LaunchGeometry launch = launch_of(g, t.groups);
+  const int64_t run = key_group(t.groups);
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
   std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
-  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles, int64_t lists) {
+  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles, int64_t lists, int64_t keys) {
     WorkCounts cell;
     cell.tiles = tiles * batch;
     cell.lists = lists * batch;
-    return kernel_time_ns(c, cell, heads_per_launch);
+    cell.key_lists = keys * batch;
+    return kernel_time_ns(c, cell, launch);
   };
   parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
     const int64_t l = index / t.groups;
     const int64_t group = index % t.groups;
     RankPairTiles table = tables[static_cast<size_t>(l * model_.q_heads + group * per_group)];
     for (int64_t h = group * per_group + 1; h < (group + 1) * per_group; ++h) {
-      table += tables[static_cast<size_t>(l * model_.q_heads + h)];
+      const RankPairTiles& head = tables[static_cast<size_t>(l * model_.q_heads + h)];
+      if ((h - group * per_group) % run == 0) {
+        table += head;  // the next K/V head
+      } else {
+        table.merge_same_kv_head(head);
+      }
     }
     const size_t base = static_cast<size_t>(index) * w;
     if (table.form == RankPairTiles::Form::offset) {
@@ -596,8 +642,8 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       std::vector<SimNs> prefix_f(table.table.size() + 1, 0);
       std::vector<SimNs> prefix_b(table.table.size() + 1, 0);
       for (size_t r = 0; r < table.table.size(); ++r) {
-        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r], table.lists[r]);
-        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r], table.lists[r]);
+        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r], table.lists[r], table.keys[r]);
+        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r], table.lists[r], table.keys[r]);
       }
       for (size_t p = 0; p < w; ++p) {
         // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
@@ -609,32 +655,38 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       return;
     }
     // Zigzag: the cells of a rank, summed in closed form. A cell with tiles costs
-    // round(fixed + per list x lists + per tile x tiles); rounding each of n cells loses at most
-    // n / 2 ns, so n x fixed + per list x lists + per tile x tiles - n / 2 (less 1 ns for floating
-    // point) bounds their sum (the lists bound counts rows with a tile: cells without tiles add none).
-    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles, int64_t lists) {
-      const double fixed_ns = (c.launch_us + c.per_head_us * static_cast<double>(heads_per_launch)) * 1e3;
+    // round(fixed + per list x lists + per key list x key lists + per tile x tiles), the fixed
+    // part holding the launch, head and chunk key-block terms; rounding each of n cells loses at
+    // most n / 2 ns, so n x fixed + the per-unit terms - n / 2 (less 1 ns for floating point)
+    // bounds their sum (the lists and keys bounds count rows and keys with a tile: cells without
+    // tiles add none).
+    const auto relaxed = [&](const KernelCoefficients& c, int64_t nonzero, int64_t tiles, int64_t lists, int64_t keys) {
+      const double fixed_ns = (c.launch_us + c.per_head_us * static_cast<double>(heads_per_launch) +
+                               c.per_key_block_us * static_cast<double>(launch.key_blocks())) * 1e3;
       const double total = static_cast<double>(nonzero) * (fixed_ns - 0.5) +
                            c.per_tile_us * 1e3 * static_cast<double>(tiles * batch) +
-                           c.per_list_us * 1e3 * static_cast<double>(lists * batch) - 1.0;
+                           c.per_list_us * 1e3 * static_cast<double>(lists * batch) +
+                           c.per_key_list_us * 1e3 * static_cast<double>(keys * batch) - 1.0;
       return std::max<SimNs>(0, static_cast<SimNs>(std::floor(total)));
     };
     for (size_t p = 0; p < w; ++p) {
       int64_t nonzero = 0;
       int64_t tiles = 0;
       int64_t lists = 0;
+      int64_t keys = 0;
       for (size_t src = 0; src < w; ++src) {
         const int64_t x = table.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         nonzero += x > 0 ? 1 : 0;
         tiles += x;
         lists += table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(src));
+        keys += table.keys_at(static_cast<int32_t>(p), static_cast<int32_t>(src));
       }
-      const int64_t own = table.at(static_cast<int32_t>(p), static_cast<int32_t>(p));
-      const int64_t own_lists = table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(p));
-      own_f[base + p] = cell_time(cost.forward, own, own_lists);
-      own_b[base + p] = cell_time(cost.backward, own, own_lists);
-      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles, lists));
-      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles, lists));
+      const auto pp = static_cast<int32_t>(p);
+      const int64_t own = table.at(pp, pp);
+      own_f[base + p] = cell_time(cost.forward, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
+      own_b[base + p] = cell_time(cost.backward, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
+      sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles, lists, keys));
+      sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles, lists, keys));
     }
   });
   set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
@@ -646,6 +698,7 @@ void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
   const AttentionCostModel& cost = cost_.at(g.block);
   const int64_t per_group = model_.q_heads / t.groups;
   const int64_t batch = template_.micro_batch_sequences;
+  const LaunchGeometry launch = launch_of(g, t.groups);
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
   std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
@@ -659,13 +712,15 @@ void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
       heads.push_back(&patterns_.at(l, h));
       sets.push_back(&block_sets[static_cast<size_t>(l * model_.q_heads + h)]);
     }
-    const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets, ColumnBound::none);
+    const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets, ColumnBound::none, key_group(t.groups));
     for (size_t p = 0; p < w; ++p) {
       for (size_t src = 0; src < w; ++src) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         cell.tiles *= batch;
-        const SimNs cf = kernel_time_ns(cost.forward, cell, per_group * batch);
-        const SimNs cb = kernel_time_ns(cost.backward, cell, per_group * batch);
+        cell.lists *= batch;
+        cell.key_lists *= batch;
+        const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
+        const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
         sum_f[static_cast<size_t>(index) * w + p] += cf;
         sum_b[static_cast<size_t>(index) * w + p] += cb;
         if (src == p) {
@@ -820,7 +875,7 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
           " layers of ", t.groups);
   if (t.refined < kTiles) refine(geometry, threads, kTiles);
   const AttentionCostModel& cost = cost_.at(g.block);
-  const int64_t heads_per_launch = work.heads_per_group * work.micro_batch;
+  const LaunchGeometry launch = launch_of(g, t.groups);
   const auto w = static_cast<size_t>(t.ranks);
   const bool keep_cells = t.ranks <= kMaxRingBoundRanks;
   std::vector<CellTimes> cells(layers.size());
@@ -838,8 +893,8 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
         SimNs b = 0;
         for (size_t src = 0; src < w; ++src) {
           const WorkCounts& cell = matrix.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-          const SimNs cf = kernel_time_ns(cost.forward, cell, heads_per_launch);
-          const SimNs cb = kernel_time_ns(cost.backward, cell, heads_per_launch);
+          const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
+          const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
           f += cf;
           b += cb;
           if (keep_cells) {

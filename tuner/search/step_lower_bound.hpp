@@ -147,6 +147,11 @@ class StepLowerBound {
     bool mirror = true;
   };
 
+  /// The shape of every ring-step launch of `geometry` under `groups` head groups, as the
+  /// simulator sets it (its chunk key-block cost is in every bound).
+  LaunchGeometry launch_of(const Geometry& geometry, int64_t groups) const;
+  /// Consecutive query heads of a head group that share one K/V head (the key lists' runs).
+  int64_t key_group(int64_t groups) const;
   RingSetup ring_setup(int32_t order, int32_t hierarchy) const;
   /// Key of the candidate's ring bound: its geometry and the first (order, hierarchy) whose ring
   /// setup equals its own.

@@ -11,6 +11,10 @@ namespace {
 
 int64_t clamp_to(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
+/// Columns per item of the backward's column pass (BlockGeometry::column_item of the simulator's
+/// geometries).
+constexpr int64_t kColumnItem = 64;
+
 /// Aligned layouts as ranks owning stripes of g blocks (file comment): periodic (contiguous,
 /// striped) or zigzag (two half-chunk units per rank).
 struct AlignedModel {
@@ -55,6 +59,9 @@ bool aligned_model(const TokenLayout& layout, int64_t block, AlignedModel& m) {
   }
   return false;
 }
+
+std::vector<int64_t> aligned_list_table(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m);
+std::vector<int64_t> aligned_key_table(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m);
 
 /// Striped with stripes finer than the block: G | b and whole local blocks.
 bool fine_striped(const TokenLayout& layout, int64_t block) {
@@ -178,25 +185,62 @@ void first_columns(const KeptPattern& head, const AlignedModel& m, int64_t block
   }
 }
 
-/// Striped layouts: d_min[x x W + src], the smallest touched diagonal that lands row residue x
-/// (modulo the period P = g W, x in [x_from, x_from + rows)) on a key block of src (kNone if none).
 constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+
+/// Striped layouts: the smallest touched diagonal below the sequence's blocks of each residue
+/// modulo the period P = g W (kNone if none). A diagonal lands row x on key block x - d, and
+/// which rank owns that depends on d mod P alone, so the smallest diagonal landing x on a rank
+/// is the smallest of these over the residues that do.
+void smallest_by_residue(const std::vector<int64_t>& d_set, const AlignedModel& m, std::vector<int64_t>& by_residue) {
+  const int64_t period = m.g * m.ranks;
+  by_residue.assign(static_cast<size_t>(period), kNone);
+  for (const int64_t d : d_set) {  // ascending: the first of a residue is its smallest
+    if (d >= m.blocks) break;
+    int64_t& slot = by_residue[static_cast<size_t>(d % period)];
+    if (slot == kNone) slot = d;
+  }
+}
+
+/// Striped layouts: d_min[x x W + src], the smallest touched diagonal that lands row residue x
+/// (modulo the period P = g W, x in [x_from, x_from + rows)) on a key block of src (kNone if none):
+/// d mod P = (x - y) mod P for a key residue y of src. O(|D| + rows W g).
 void smallest_diagonals(const std::vector<int64_t>& d_set, const AlignedModel& m, int64_t x_from, int64_t rows,
-                        std::vector<int64_t>& d_min) {
+                        std::vector<int64_t>& d_min, std::vector<int64_t>& by_residue) {
   const int64_t w = m.ranks;
   const int64_t period = m.g * w;
+  smallest_by_residue(d_set, m, by_residue);
   d_min.assign(static_cast<size_t>(rows * w), kNone);
-  int64_t open = rows * w;
-  for (const int64_t d : d_set) {
-    if (d >= m.blocks || open == 0) break;
-    int64_t y = ((x_from - d) % period + period) % period;  // (x - d) mod P at x = x_from
-    for (int64_t x = 0; x < rows; ++x) {
-      int64_t& slot = d_min[static_cast<size_t>(x * w + y / m.g)];
-      if (slot == kNone) {
-        slot = d;
-        --open;
+  for (int64_t x = 0; x < rows; ++x) {
+    const int64_t row = (x_from + x) % period;
+    for (int64_t src = 0; src < w; ++src) {
+      int64_t best = kNone;
+      for (int64_t t = 0; t < m.g; ++t) {
+        const int64_t r = row - (src * m.g + t);
+        best = std::min(best, by_residue[static_cast<size_t>(r < 0 ? r + period : r)]);
       }
-      if (++y == period) y = 0;
+      d_min[static_cast<size_t>(x * w + src)] = best;
+    }
+  }
+}
+
+/// Striped layouts: d_min[y x W + p], the smallest touched diagonal that lands key residue y
+/// (modulo the period P = g W, y in [0, g): the key residues of rank 0) on a row block of p, that
+/// is (y + d) mod P among p's residues (kNone if none).
+void smallest_key_diagonals(const std::vector<int64_t>& d_set, const AlignedModel& m, std::vector<int64_t>& d_min,
+                            std::vector<int64_t>& by_residue) {
+  const int64_t w = m.ranks;
+  const int64_t period = m.g * w;
+  smallest_by_residue(d_set, m, by_residue);
+  d_min.assign(static_cast<size_t>(m.g * w), kNone);
+  for (int64_t y = 0; y < m.g; ++y) {
+    for (int64_t p = 0; p < w; ++p) {
+      // d mod P = (z - y) mod P for a row residue z of p.
+      int64_t best = kNone;
+      for (int64_t t = 0; t < m.g; ++t) {
+        const int64_t r = p * m.g + t - y;
+        best = std::min(best, by_residue[static_cast<size_t>(r < 0 ? r + period : r)]);
+      }
+      d_min[static_cast<size_t>(y * w + p)] = best;
     }
   }
 }
@@ -247,6 +291,7 @@ void aligned_lists(const std::vector<const KeptPattern*>& heads, const std::vect
   }
   const int64_t period = m.g * w;
   std::vector<int64_t> d_min;
+  std::vector<int64_t> by_residue;
   const auto rows_from = [&](int64_t x, int64_t lo) {  // rows i = x + k P with lo <= i < blocks
     if (lo == kNone) return int64_t{0};
     const int64_t all = (m.blocks - x + period - 1) / period;
@@ -254,7 +299,7 @@ void aligned_lists(const std::vector<const KeptPattern*>& heads, const std::vect
     return std::max<int64_t>(0, all - below);
   };
   for (size_t h = 0; h < heads.size(); ++h) {
-    smallest_diagonals(*diagonals[h], m, 0, period, d_min);
+    smallest_diagonals(*diagonals[h], m, 0, period, d_min, by_residue);
     first_columns(*heads[h], m, block, first);
     for (int64_t p = 0; p < w; ++p) {
       for (int64_t src = 0; src < w; ++src) {
@@ -265,6 +310,74 @@ void aligned_lists(const std::vector<const KeptPattern*>& heads, const std::vect
         }
         out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).lists += rows;
       }
+    }
+  }
+}
+
+/// One head's column count bound, added to `out` ([p x W + src]): a row's columns are the visible
+/// ones less those in its listed key blocks, so a cell's columns are the (row, column) pairs in
+/// which the column is visible, less those in which it lies in a listed key block. The first is
+/// exact: a column in key block K is visible to every row of p from K on. The second is at most,
+/// per column in key block J, the touched diagonals d with J + d on a row of p: striped layouts
+/// by the column's residue in its stripe (t) and (p - src) mod W, in O(|D| g); contiguous and
+/// zigzag by the unit diagonal e = a - b of the units holding the row and the column, J + d in a
+/// row unit e units on meaning d in [e g - g + 1, e g + g - 1] (a window two units wide). The
+/// cell gets the difference, when positive. `columns` lists each K/V rank's key blocks of kept
+/// columns (one entry per column), ascending.
+void add_visible_minus_covered(const std::vector<std::vector<int64_t>>& columns, const std::vector<int64_t>& d_set,
+                               const AlignedModel& m, std::vector<int64_t>& out) {
+  const int64_t w = m.ranks;
+  const auto ww = static_cast<size_t>(w);
+  std::vector<int64_t> visible(ww + 1);
+  const bool units = m.zigzag || m.stripes == 1;
+  const int64_t period = m.g * w;
+  // Diagonal counts: units: per unit diagonal e, #D in [e g - g + 1, e g + g - 1]; striped: per
+  // stripe residue t and rank offset u, #D with ((t + d) mod P) / g = u.
+  std::vector<int64_t> window;
+  std::vector<int64_t> by_offset;
+  if (units) {
+    const int64_t unit_count = m.zigzag ? 2 * w : w;
+    window.assign(static_cast<size_t>(unit_count), 0);
+    for (int64_t e = 0; e < unit_count; ++e) {
+      const auto lo = std::lower_bound(d_set.begin(), d_set.end(), e * m.g - m.g + 1);
+      const auto hi = std::lower_bound(d_set.begin(), d_set.end(), e * m.g + m.g);
+      window[static_cast<size_t>(e)] = static_cast<int64_t>(hi - lo);
+    }
+  } else {
+    by_offset.assign(static_cast<size_t>(m.g * w), 0);
+    for (const int64_t d : d_set) {
+      for (int64_t t = 0; t < m.g; ++t) ++by_offset[static_cast<size_t>(t * w + ((t + d) % period) / m.g)];
+    }
+  }
+  std::vector<int64_t> per_part;  // columns of src per unit (units) or per stripe residue (striped)
+  for (size_t src = 0; src < ww; ++src) {
+    const std::vector<int64_t>& key_blocks = columns[src];
+    if (key_blocks.empty()) continue;
+    std::fill(visible.begin(), visible.end(), 0);
+    add_count_below(m, m.blocks, static_cast<int64_t>(key_blocks.size()), visible);
+    per_part.assign(static_cast<size_t>(units ? 2 : m.g), 0);
+    for (const int64_t k : key_blocks) {
+      add_count_below(m, k, -1, visible);
+      ++per_part[static_cast<size_t>(units ? (k / m.g == static_cast<int64_t>(src) ? 0 : 1) : k % m.g)];
+    }
+    int64_t seen = 0;
+    for (size_t p = 0; p < ww; ++p) {
+      seen += visible[p];
+      int64_t covered = 0;
+      if (units) {
+        const int64_t a[2] = {static_cast<int64_t>(p), 2 * w - 1 - static_cast<int64_t>(p)};
+        const int64_t b[2] = {static_cast<int64_t>(src), 2 * w - 1 - static_cast<int64_t>(src)};
+        for (int j = 0; j < (m.zigzag ? 2 : 1); ++j) {
+          for (int i = 0; i < (m.zigzag ? 2 : 1); ++i) {
+            const int64_t e = a[i] - b[j];
+            if (e >= 0) covered += per_part[static_cast<size_t>(j)] * window[static_cast<size_t>(e)];
+          }
+        }
+      } else {
+        const auto u = static_cast<size_t>((static_cast<int64_t>(p) - static_cast<int64_t>(src) + w) % w);
+        for (int64_t t = 0; t < m.g; ++t) covered += per_part[static_cast<size_t>(t)] * by_offset[static_cast<size_t>(t) * ww + u];
+      }
+      out[p * ww + src] += std::max<int64_t>(0, seen - covered);
     }
   }
 }
@@ -309,7 +422,15 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   //    bound x most columns per key block) / block).
   std::vector<int64_t> covered(ww * ww, 0);   // [src x W + p]
   std::vector<std::vector<int64_t>> below(ww, std::vector<int64_t>(ww + 1, 0));  // [src] diff over p
-  std::vector<int64_t> heavy_chunks(ww * ww, 0);  // [p x W + src]
+  // Rows from the (block + 1)-th column on, per [p x W + src]: their chunks, and for the
+  // backward's column pass the rows with a chunk (column lists), the columns and 64-column items.
+  struct ColumnTally {
+    int64_t chunks = 0;
+    int64_t lists = 0;
+    int64_t columns = 0;
+    int64_t items = 0;
+  };
+  std::vector<ColumnTally> heavy(ww * ww);
   std::vector<std::vector<int64_t>> column_blocks(ww);  // per src: key blocks of its columns, ascending
   std::vector<int64_t> top_columns;  // of the src being bounded: column counts of its key blocks, largest first, summed
   std::vector<uint64_t> d_bits;
@@ -329,6 +450,8 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
     const auto owner = static_cast<int32_t>(m.owner(unit * m.g));
     for (int64_t i = 0; i < m.g && x < m.blocks; ++i, ++x) owner_of[static_cast<size_t>(x)] = owner;
   }
+  std::vector<int64_t> counted_columns(ww * ww, 0);  // [p x W + src]: visible minus covered, per head
+  std::vector<std::vector<int64_t>> by_rank_offset;  // striped, per head: [t x W + u] the d landing t on offset u
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     for (auto& list : column_blocks) list.clear();
     for (const int64_t v : heads[hi]->vertical_positions) {
@@ -336,6 +459,8 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       column_blocks[static_cast<size_t>(owner_of[static_cast<size_t>(key_block)])].push_back(key_block);
     }
     const std::vector<int64_t>& d_set = *diagonals[hi];
+    add_visible_minus_covered(column_blocks, d_set, m, counted_columns);
+    by_rank_offset.clear();
     bool prepared = false;
     for (size_t src = 0; src < ww; ++src) {
       const std::vector<int64_t>& cols = column_blocks[src];
@@ -345,10 +470,34 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
           dense_columns && static_cast<int64_t>(cols.size()) > block ? cols[static_cast<size_t>(block)] : m.blocks;
       add_count_below(m, dense_from, 1, below[src]);
       add_count_below(m, k, -1, below[src]);
+      // Touched diagonals d with k + d before dense_from, by the rank owning block k + d: one by
+      // one when they are few, else by the ranks' blocks (units) or the d's residues (striped).
       int64_t* cov = covered.data() + src * ww;
-      for (const int64_t d : d_set) {
-        if (k + d >= dense_from) break;
-        ++cov[owner_of[static_cast<size_t>(k + d)]];
+      const auto below_limit = std::lower_bound(d_set.begin(), d_set.end(), dense_from - k);
+      if (below_limit - d_set.begin() <= 4 * w) {
+        for (auto it = d_set.begin(); it != below_limit; ++it) ++cov[owner_of[static_cast<size_t>(k + *it)]];
+      } else if (m.zigzag || m.stripes == 1) {
+        // Unit a holds blocks [a g, a g + g): its d lie in [a g - k, a g + g - k).
+        for (int64_t a = k / m.g; a * m.g < dense_from; ++a) {
+          const int64_t from = std::max(a * m.g, k) - k;
+          const int64_t to = std::min(a * m.g + m.g, dense_from) - k;
+          const auto n = std::lower_bound(d_set.begin(), d_set.end(), to) - std::lower_bound(d_set.begin(), d_set.end(), from);
+          cov[owner_of[static_cast<size_t>(a * m.g)]] += static_cast<int64_t>(n);
+        }
+      } else {
+        // Block k + d lies on rank (src + ((t + d) mod P) / g) mod W, t = k mod g.
+        if (by_rank_offset.empty()) {  // once per head
+          by_rank_offset.assign(static_cast<size_t>(m.g * w), {});
+          for (const int64_t d : d_set) {
+            for (int64_t t = 0; t < m.g; ++t) by_rank_offset[static_cast<size_t>(t * w + ((t + d) % period) / m.g)].push_back(d);
+          }
+        }
+        const int64_t t = k % m.g;
+        for (int64_t u = 0; u < w; ++u) {
+          const std::vector<int64_t>& ds = by_rank_offset[static_cast<size_t>(t * w + u)];
+          const auto n = std::lower_bound(ds.begin(), ds.end(), dense_from - k) - ds.begin();
+          cov[(src + static_cast<size_t>(u)) % ww] += static_cast<int64_t>(n);
+        }
       }
       if (dense_from >= m.blocks) continue;
       // c covered key blocks hold at most the c largest per-block column counts of src.
@@ -407,15 +556,27 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
         const int64_t from = hi_r - (m.g - 1) + period;  // shifted into [0, 2 period)
         return d_cyclic[static_cast<size_t>(from + m.g)] - d_cyclic[static_cast<size_t>(from)];
       };
-      const auto by_count = [&](int64_t visible, int64_t covered_key_blocks) -> int64_t {
-        const int64_t rest = visible - covered_columns(covered_key_blocks);
-        return rest <= 0 ? 0 : power_of_two ? ((rest + block - 1) >> block_shift) : (rest + block - 1) / block;
+      // Columns a row of `visible` columns gathers at least, given a bound of its covered key blocks.
+      const auto rest_of = [&](int64_t visible, int64_t covered_key_blocks) {
+        return std::max<int64_t>(0, visible - covered_columns(covered_key_blocks));
+      };
+      const auto chunks_of = [&](int64_t rest) -> int64_t {
+        return power_of_two ? ((rest + block - 1) >> block_shift) : (rest + block - 1) / block;
       };
       const auto rep_uncovered = [&](int64_t q) {
         const int64_t d = q - k;
         return ((d_bits[static_cast<size_t>(d >> 6)] >> (d & 63)) & 1U) == 0;
       };
-      const auto add = [&](int64_t owner, int64_t chunks) { heavy_chunks[static_cast<size_t>(owner) * ww + src] += chunks; };
+      // `rows` rows of rank `owner` that gather at least `rest` columns each, or, with rest 0,
+      // rows whose representative column is uncovered (one column, one chunk, one item each).
+      const auto add = [&](int64_t owner, int64_t rest, int64_t rows) {
+        ColumnTally& tally = heavy[static_cast<size_t>(owner) * ww + src];
+        const int64_t gathered = std::max<int64_t>(rest, 1);
+        tally.chunks += chunks_of(gathered) * rows;
+        tally.lists += rows;
+        tally.columns += gathered * rows;
+        tally.items += (gathered + kColumnItem - 1) / kColumnItem * rows;
+      };
       const auto rep_hits = [&](int64_t a, int64_t b) {  // rows in [a, b) whose representative is covered
         return static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), b - k) -
                                     std::lower_bound(d_set.begin(), d_set.end(), a - k));
@@ -441,8 +602,8 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
             for (size_t e = 0; e + 1 < events.size(); ++e) {
               const int64_t from = events[e];
               const int64_t to = events[e + 1];
-              const int64_t chunks = by_count(visible, covered_blocks(from));
-              add(owner_of[static_cast<size_t>(from)], chunks >= 1 ? chunks * (to - from) : (to - from) - rep_hits(from, to));
+              const int64_t rest = rest_of(visible, covered_blocks(from));
+              add(owner_of[static_cast<size_t>(from)], rest, rest >= 1 ? to - from : (to - from) - rep_hits(from, to));
             }
             return;
           }
@@ -464,21 +625,22 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
           const int64_t full = (b - a) / period;
           const int64_t extra = (b - a) - full * period;
           for (int64_t r = 0; r < period; ++r) {
-            const int64_t chunks = by_count(visible, residue_cover[static_cast<size_t>(r)]);
-            by_residue[static_cast<size_t>(r)] = chunks;
+            const int64_t rest = rest_of(visible, residue_cover[static_cast<size_t>(r)]);
+            by_residue[static_cast<size_t>(r)] = rest;
             const int64_t offset = r >= a_mod ? r - a_mod : r - a_mod + period;  // first row of residue r is a + offset
-            add(residue_owner[static_cast<size_t>(r)], std::max<int64_t>(chunks, 1) * (full + (offset < extra ? 1 : 0)));
+            add(residue_owner[static_cast<size_t>(r)], rest, full + (offset < extra ? 1 : 0));
           }
-          // Rows counting one chunk for their representative lose it where a diagonal covers it.
+          // Rows counting their representative column lose it where a diagonal covers it.
           const auto first_d = std::lower_bound(d_set.begin(), d_set.end(), a - k);
           for (auto it = first_d; it != d_set.end() && k + *it < b; ++it) {
             const int64_t r = (k + *it) % period;
-            if (by_residue[static_cast<size_t>(r)] == 0) add(residue_owner[static_cast<size_t>(r)], -1);
+            if (by_residue[static_cast<size_t>(r)] == 0) add(residue_owner[static_cast<size_t>(r)], 0, -1);
           }
           return;
         }
         for (int64_t q = a; q < b; ++q) {
-          add(owner_of[static_cast<size_t>(q)], std::max<int64_t>(rep_uncovered(q) ? 1 : 0, by_count(visible, covered_blocks(q))));
+          const int64_t rest = rest_of(visible, covered_blocks(q));
+          if (rest >= 1 || rep_uncovered(q)) add(owner_of[static_cast<size_t>(q)], rest, 1);
         }
       };
       residue_cover.clear();
@@ -491,12 +653,24 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       }
     }
   }
+  // Rows before the (block + 1)-th column: one column, chunk and item each where counted.
+  std::vector<int64_t> single(ww * ww);  // [p x W + src]
   for (size_t src = 0; src < ww; ++src) {
     int64_t visible = 0;
     for (size_t p = 0; p < ww; ++p) {
       visible += below[src][p];
-      out.at(static_cast<int32_t>(p), static_cast<int32_t>(src)).column_chunks =
-          visible - covered[src * ww + p] + heavy_chunks[p * ww + src];
+      single[p * ww + src] = visible - covered[src * ww + p];
+    }
+  }
+  for (size_t p = 0; p < ww; ++p) {
+    for (size_t src = 0; src < ww; ++src) {
+      const size_t at = p * ww + src;
+      const ColumnTally& tally = heavy[at];
+      WorkCounts& cell = out.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
+      cell.column_chunks = single[at] + tally.chunks;
+      cell.column_lists = single[at] + tally.lists;
+      cell.columns = std::max(single[at] + tally.columns, counted_columns[at]);
+      cell.column_items = single[at] + tally.items;
     }
   }
 }
@@ -613,16 +787,58 @@ bool exact_tile_count(const TokenLayout& layout, int64_t block) {
 }
 
 WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
-                            const std::vector<const std::vector<int64_t>*>& diagonals, ColumnBound columns) {
+                            const std::vector<const std::vector<int64_t>*>& diagonals, ColumnBound columns,
+                            int64_t key_group) {
   require(block >= 1, "block size must be >= 1 token, got ", block);
+  require(key_group >= 1, "work bound: heads per K/V head must be >= 1, got ", key_group);
   require(diagonals.empty() || diagonals.size() == heads.size(), "work bound: ", diagonals.size(),
           " diagonal sets for ", heads.size(), " heads");
   WorkMatrix out(layout.ranks());
   AlignedModel m;
-  if (aligned_model(layout, block, m)) {
+  const bool aligned = aligned_model(layout, block, m);
+  const bool fine = !aligned && fine_striped(layout, block);
+  if (aligned) {
     aligned_bound(heads, diagonals, m, block, columns, out);
-  } else if (fine_striped(layout, block)) {
+  } else if (fine) {
     fine_striped_bound(heads, layout, block, &out, columns != ColumnBound::none);
+  } else {
+    return out;
+  }
+  // Key lists: per K/V head (runs of key_group heads), the largest of its heads' tables.
+  RankPairTiles keys;
+  std::vector<std::vector<int64_t>> computed;
+  const std::vector<const std::vector<int64_t>*> sets =
+      aligned ? diagonal_sets(heads, diagonals, block, computed) : std::vector<const std::vector<int64_t>*>{};
+  for (size_t h = 0; h < heads.size(); ++h) {
+    RankPairTiles one;
+    one.ranks = layout.ranks();
+    if (aligned) {
+      one.form = m.zigzag ? RankPairTiles::Form::zigzag : RankPairTiles::Form::offset;
+      // A unit diagonal lists as many keys as rows (file comment of work_lower_bound.hpp).
+      one.keys = m.zigzag || m.stripes == 1 ? aligned_list_table({sets[h]}, m) : aligned_key_table({sets[h]}, m);
+    } else {
+      one = rank_pair_tiles({heads[h]}, layout, block);
+    }
+    if (h == 0) {
+      keys = one;
+    } else if (static_cast<int64_t>(h) % key_group == 0) {
+      keys += one;
+    } else {
+      keys.merge_same_kv_head(one);
+    }
+  }
+  const int32_t w = layout.ranks();
+  for (int32_t q = 0; q < w; ++q) {
+    for (int32_t kv = 0; kv < w; ++kv) {
+      WorkCounts& cell = out.at(q, kv);
+      if (!heads.empty()) cell.key_lists = keys.keys_at(q, kv);
+      if (fine) {
+        // Each row counted gathers one chunk: one column list, at least one column and one item.
+        cell.column_lists = cell.column_chunks;
+        cell.columns = cell.column_chunks;
+        cell.column_items = cell.column_chunks;
+      }
+    }
   }
   return out;
 }
@@ -645,12 +861,30 @@ int64_t RankPairTiles::lists_at(int32_t q, int32_t kv) const {
   return std::max(r_at(a[0] - b[0]), r_at(a[0] - b[1])) + std::max(r_at(a[1] - b[0]), r_at(a[1] - b[1]));
 }
 
+int64_t RankPairTiles::keys_at(int32_t q, int32_t kv) const {
+  const int64_t w = ranks;
+  if (form == Form::offset) return keys[static_cast<size_t>(q - kv + w - 1)];
+  // Each key unit of kv gets the larger count of the two row units of q.
+  const auto k_at = [&](int64_t e) { return e >= 0 && e < 2 * w ? keys[static_cast<size_t>(e)] : int64_t{0}; };
+  const int64_t a[2] = {q, 2 * w - 1 - q};
+  const int64_t b[2] = {kv, 2 * w - 1 - kv};
+  return std::max(k_at(a[0] - b[0]), k_at(a[1] - b[0])) + std::max(k_at(a[0] - b[1]), k_at(a[1] - b[1]));
+}
+
 RankPairTiles& RankPairTiles::operator+=(const RankPairTiles& other) {
   require(form == other.form && ranks == other.ranks && table.size() == other.table.size() &&
-              lists.size() == other.lists.size(),
+              lists.size() == other.lists.size() && keys.size() == other.keys.size(),
           "rank-pair tile tables of different layouts cannot be added");
   for (size_t k = 0; k < table.size(); ++k) table[k] += other.table[k];
   for (size_t k = 0; k < lists.size(); ++k) lists[k] += other.lists[k];
+  for (size_t k = 0; k < keys.size(); ++k) keys[k] += other.keys[k];
+  return *this;
+}
+
+RankPairTiles& RankPairTiles::merge_same_kv_head(const RankPairTiles& other) {
+  const std::vector<int64_t> mine = keys;
+  *this += other;
+  for (size_t k = 0; k < keys.size(); ++k) keys[k] = std::max(mine[k], other.keys[k]);
   return *this;
 }
 
@@ -676,8 +910,9 @@ std::vector<int64_t> aligned_list_table(const std::vector<const std::vector<int6
   const int64_t period = m.g * w;
   std::vector<int64_t> out(static_cast<size_t>(2 * w - 1), 0);
   std::vector<int64_t> d_min;
+  std::vector<int64_t> by_residue;
   for (const std::vector<int64_t>* set : diagonals) {
-    smallest_diagonals(*set, m, 0, m.g, d_min);
+    smallest_diagonals(*set, m, 0, m.g, d_min, by_residue);
     for (int64_t src = 0; src < w; ++src) {
       int64_t rows = 0;
       for (int64_t x = 0; x < m.g; ++x) {
@@ -687,6 +922,32 @@ std::vector<int64_t> aligned_list_table(const std::vector<const std::vector<int6
       const int64_t r = (w - src) % w;  // (p - src) mod W at p = 0
       out[static_cast<size_t>(r + w - 1)] += rows;
       if (r > 0) out[static_cast<size_t>(r - 1)] += rows;  // offset r - W
+    }
+  }
+  return out;
+}
+
+/// The key-blocks-with-a-tile table of RankPairTiles::keys for aligned striped layouts (several
+/// stripes per rank): per key residue y of src, the keys from its smallest diagonal d number at
+/// least stripes - ceil(d / P), and the multiset of those d over src's residues depends on
+/// (p - src) mod W alone (shifting y by g and p by one rank maps one onto the other): computed at
+/// src = 0, by offset.
+std::vector<int64_t> aligned_key_table(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m) {
+  const int64_t w = m.ranks;
+  const int64_t period = m.g * w;
+  std::vector<int64_t> out(static_cast<size_t>(2 * w - 1), 0);
+  std::vector<int64_t> d_min;
+  std::vector<int64_t> by_residue;
+  for (const std::vector<int64_t>* set : diagonals) {
+    smallest_key_diagonals(*set, m, d_min, by_residue);
+    for (int64_t p = 0; p < w; ++p) {
+      int64_t keys = 0;
+      for (int64_t y = 0; y < m.g; ++y) {
+        const int64_t d = d_min[static_cast<size_t>(y * w + p)];
+        if (d != kNone) keys += std::max<int64_t>(0, m.stripes - (d + period - 1) / period);
+      }
+      out[static_cast<size_t>(p + w - 1)] += keys;  // offset p - 0
+      if (p > 0) out[static_cast<size_t>(p - 1)] += keys;  // offset p - W
     }
   }
   return out;
@@ -706,9 +967,12 @@ RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, cons
     out.form = m.zigzag ? RankPairTiles::Form::zigzag : RankPairTiles::Form::offset;
     out.table = m.zigzag ? stripe_weights(sets, m) : periodic_offsets(sets, m);
     out.lists = aligned_list_table(sets, m);
+    // A unit diagonal lists as many keys as rows (file comment of work_lower_bound.hpp).
+    out.keys = m.zigzag || m.stripes == 1 ? out.lists : aligned_key_table(sets, m);
   } else if (fine_striped(layout, block)) {
     out.form = RankPairTiles::Form::offset;
     out.table = fine_striped_bound(heads, layout, block, nullptr, false, &out.lists);
+    out.keys = out.lists;
   }
   return out;
 }

@@ -1,7 +1,10 @@
 // A lower bound of the sparse kernel's work matrix (sim/work/work_counts.hpp) of a group of
 // heads, far cheaper than the exact count, for the tuner's pruning: every cell (q rank, K/V rank)
-// gets tiles <= the exact tiles, column_chunks <= the exact chunks and lists <= the exact lists
-// (masked_tiles and columns are left 0). The kernel semantics are those of kernels/sparse_index.hpp.
+// gets tiles <= the exact tiles, column_chunks <= the exact chunks, lists <= the exact lists and
+// key_lists <= the exact key lists, and the backward's column_lists, columns and column_items at
+// most the exact ones (every row the chunk bound counts is a list with a column; a row bounded to
+// gather c columns has ceil(c / 64) items); masked_tiles is left 0. The kernel semantics are those
+// of kernels/sparse_index.hpp.
 //
 // Tiles. When every local block is one global block-aligned block ("aligned": contiguous with
 // b | N/W, zigzag with b | N/2W, striped with b | G), tile (global q block I, key block J) is listed
@@ -34,6 +37,15 @@
 // block) / block) chunks, where the covered-block bound counts the touched diagonals that can
 // land on that rank's key blocks (exactly for contiguous and zigzag, modulo the stripe period for
 // striped layouts).
+// Key lists (the backward's (K/V head, key block) segments). Key block J of src has a tile from
+// rank p iff some row I of p has I - J in D. Mirrored, the count is the rows count: in units of
+// g blocks, a diagonal d = q g + rem lists the keys [0, g - rem) of unit diagonal q and
+// [g - rem, g) of q + 1, so a unit diagonal lists as many keys as rows (contiguous, zigzag; fine
+// stripes: the keys up to the last minus the smallest diagonal of D_r, again the rows count). For
+// striped layouts, key residue y of src is listed from the smallest touched diagonal d with
+// (y + d) mod P among p's residues, its key blocks y + kP numbering at least stripes - ceil(d / P).
+// The heads of one K/V head list at least what any of them lists: a group's bound is the sum over
+// its K/V heads of the largest of their heads' counts.
 // Tested against the exact work counter in tests/tuner_search/work_lower_bound_test.cpp.
 #pragma once
 
@@ -61,10 +73,11 @@ enum class ColumnBound : int32_t {
 /// Patterns must be normalized (normalize_pattern) for layout.seq_len_tokens(). `block` is
 /// block_q = block_k. `diagonals`, if not empty, holds touched_diagonals(head, block) of each
 /// head (callers that bound many layouts compute them once). Throws InputError for block < 1 or
-/// a diagonal list of the wrong length.
+/// a diagonal list of the wrong length. `key_group` (>= 1) is the number of consecutive heads of
+/// `heads` that share one K/V head (the last run may be shorter): key lists are bounded per run.
 WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
                             const std::vector<const std::vector<int64_t>*>& diagonals = {},
-                            ColumnBound columns = ColumnBound::dense);
+                            ColumnBound columns = ColumnBound::dense, int64_t key_group = 1);
 
 /// The exact tiles of a head group as a function of the rank pair, where that is cheap to state:
 /// for contiguous and striped layouts (aligned or finely striped) a function of r = q rank - K/V
@@ -86,13 +99,22 @@ struct RankPairTiles {
   /// from each residue's smallest diagonal, less one per residue); zigzag: the exact rows per unit
   /// diagonal, a cell taking the larger of its two key units per row unit.
   std::vector<int64_t> lists;
+  /// A lower bound of the key blocks with a tile (the backward's key lists), in the same form:
+  /// offset form by offset; zigzag the keys per unit diagonal, a cell taking the larger of its two
+  /// row units per key unit. Of one head, or of a K/V head's heads (merge_same_kv_head).
+  std::vector<int64_t> keys;
 
   /// Tiles of q rank `q` on the K/V chunk of rank `kv`. Precondition: form != none.
   int64_t at(int32_t q, int32_t kv) const;
   /// The lists bound of that cell (only rows with a tile: a cell with lists > 0 has tiles > 0).
   int64_t lists_at(int32_t q, int32_t kv) const;
-  /// Adds another head's (or group's) table of the same form and ranks.
+  /// The key lists bound of that cell (only keys with a tile: a cell with keys > 0 has tiles > 0).
+  int64_t keys_at(int32_t q, int32_t kv) const;
+  /// Adds the table of heads of other K/V heads (tiles, lists and keys add up).
   RankPairTiles& operator+=(const RankPairTiles& other);
+  /// Adds the table of another head of the same K/V head: tiles and lists add up, keys take the
+  /// larger count of each entry (the K/V head lists at least what either lists).
+  RankPairTiles& merge_same_kv_head(const RankPairTiles& other);
 };
 
 /// The rank-pair tile table of `heads` (diagonals as for work_lower_bound).

@@ -121,6 +121,11 @@ std::vector<KernelBenchCase> default_kernel_cases(bool quick, const std::vector<
     for (const int64_t local : {int64_t{4096}, int64_t{16384}}) {
       for (const Mix& mix : std::array<Mix, 3>{{{4, 0}, {16, 0}, {16, 4}}}) add(1, 1, local, mix);
     }
+    // Lists as long as dense steps': a dense cell of 16K-64K local tokens lists 128-1024 key
+    // blocks per query block, where the mixes above stop at 48 (and sparse steps at a few).
+    for (const int64_t local : {int64_t{32768}, int64_t{65536}}) {
+      for (const Mix& mix : std::array<Mix, 2>{{{128, 0}, {256, 0}}}) add(16, 2, local, mix);
+    }
   }
   return cases;
 }

@@ -14,7 +14,8 @@
 #   GPU_CONFIG=configs/gpus/a.yaml          the same, one config (kept for measure/device/run_all_on_device.sh)
 #   CLUSTER=configs/clusters/x.yaml         cluster whose LEVEL gets the measured hop curve (2+ GPUs)
 #   LEVEL=intra_node                        fabric level of CLUSTER
-#   CALIBRATE_ARGS="--repeats 7"            extra arguments (e.g. --quick, --banded, --shapes, --devices 0,1)
+#   CALIBRATE_ARGS="--repeats 7 --banded"   extra arguments (e.g. --quick, --shapes, --devices 0,1); banded
+#                                           placement by default, as real vertical-slash steps (docs/calibration.md)
 #   CALIBRATE_TARGET=sparsering|sparsering_calibrate
 #       which binary to build; `sparsering` (default) falls back to the calibrate-only binary
 #       (tests/measure/calibration/CMakeLists.txt) when it does not build
@@ -26,7 +27,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/out-calibrate}
 CLUSTER=${CLUSTER:-}
 LEVEL=${LEVEL:-intra_node}
-CALIBRATE_ARGS=${CALIBRATE_ARGS-"--repeats 7"}
+CALIBRATE_ARGS=${CALIBRATE_ARGS-"--repeats 7 --banded"}
 TARGET=${CALIBRATE_TARGET:-sparsering}
 BUILD=${BUILD:-build-calibrate}
 start=$(date +%s)

@@ -52,7 +52,7 @@ stamp "GPU: $gpu_name -> $GPU_CONFIG, predicted on $CLUSTER; commit $SPARSERING_
 
 # 1-2. Build and calibrate. The calibration script builds `sparsering` in $BUILD.
 if [ "$CALIBRATE" = 1 ]; then
-  GPU_CONFIG=$GPU_CONFIG OUT="$OUT/calibrate" CALIBRATE_ARGS="${CALIBRATE_ARGS:---repeats 5}" \
+  GPU_CONFIG=$GPU_CONFIG OUT="$OUT/calibrate" CALIBRATE_ARGS="${CALIBRATE_ARGS:---repeats 7 --banded}" \
     bash measure/device/run_calibrate_on_device.sh > "$WORK/logs/calibrate.log" 2>&1
   rc=$?
   tail -25 "$WORK/logs/calibrate.log"

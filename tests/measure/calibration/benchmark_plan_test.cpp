@@ -1,5 +1,6 @@
 // Tests of measure/calibration/benchmark_plan.hpp: every case fits its K/V chunk, the grid varies
-// what the fit separates (tiles alone, chunks alone, both; several head counts and lengths) at
+// what the fit separates (tiles alone, chunks alone, both; several head counts and lengths; lists
+// as long as dense steps') at
 // every shape, the quick grid leaves enough filled launches for the held-out folds, the default
 // shapes cover every block the tuner searches at every shipped model's head dim, the launches
 // whose lists meet a part of the key blocks make the backward's per-key-block cost identifiable
@@ -56,7 +57,7 @@ TEST(BenchmarkPlan, CasesFitAndVaryEveryTermAtEveryShape) {
       SCOPED_TRACE(to_string(shape));
       std::set<int32_t> heads;
       std::set<int64_t> lengths;
-      bool tiles_only = false, chunks_only = false, both = false, partial_items = false;
+      bool tiles_only = false, chunks_only = false, both = false, partial_items = false, long_lists = false;
       std::map<std::string, int64_t> filled;
       std::map<std::string, std::set<int64_t>> filled_lengths;
       for (const KernelBenchCase& c : cases) {
@@ -74,6 +75,7 @@ TEST(BenchmarkPlan, CasesFitAndVaryEveryTermAtEveryShape) {
         }
         for (const KernelMeasurement& m : launches(c)) {
           if (m.under_filled) continue;
+          long_lists = long_lists || c.tiles_per_list >= 128;
           ++filled[m.direction];
           filled_lengths[m.direction].insert(m.local_tokens);
         }
@@ -84,11 +86,13 @@ TEST(BenchmarkPlan, CasesFitAndVaryEveryTermAtEveryShape) {
       // Enough filled launches per direction for the held-out error's five folds.
       EXPECT_GE(filled["forward"], 5);
       EXPECT_GE(filled["backward"], 5);
-      // The full grid shows the backward at three filled lengths (docs/calibration.md), and lists
-      // with partly filled 64-column items, which separate its per-column from its per-item cost.
+      // The full grid shows the backward at three filled lengths (docs/calibration.md), lists
+      // with partly filled 64-column items, which separate its per-column from its per-item cost,
+      // and filled launches whose lists are as long as dense steps'.
       if (!quick) {
         EXPECT_GE(filled_lengths["backward"].size(), 3u);
         EXPECT_TRUE(partial_items);
+        EXPECT_TRUE(long_lists);
       }
     }
   }

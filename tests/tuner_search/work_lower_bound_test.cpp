@@ -154,7 +154,7 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
           }
         }
         // The three heads as one K/V head: at least the most any of them lists, at most the union.
-        const WorkMatrix grouped = work_lower_bound(heads, layout, block, {}, columns, 3);
+        const WorkMatrix grouped = work_lower_bound(heads, layout, block, {}, columns, BackwardTerms{.key_group = 3});
         for (int32_t q = 0; q < w; ++q) {
           for (int32_t kv = 0; kv < w; ++kv) {
             ASSERT_LE(grouped.at(q, kv).key_lists, shared.at(q, kv).key_lists)

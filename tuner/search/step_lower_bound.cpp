@@ -403,6 +403,13 @@ int64_t StepLowerBound::key_group(int64_t groups) const {
   return std::min(model_.q_heads / groups, model_.q_heads / model_.kv_heads);
 }
 
+BackwardTerms StepLowerBound::backward_terms(const Geometry& geometry, int64_t groups) const {
+  const AttentionCostModel& cost = cost_.at(geometry.block);
+  const bool keys = cost.forward.per_key_list_us > 0.0 || cost.backward.per_key_list_us > 0.0;
+  return BackwardTerms{.key_group = keys ? key_group(groups) : 0,
+                       .columns = cost.forward.per_column_us > 0.0 || cost.backward.per_column_us > 0.0};
+}
+
 const StepLowerBound::DegreeTerms& StepLowerBound::degree_terms(int32_t degrees) const {
   return *degree_terms_[static_cast<size_t>(degrees)];
 }
@@ -506,7 +513,7 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
     }
     const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets,
                                               strength >= kStrong ? ColumnBound::dense : ColumnBound::representative,
-                                              key_group(t.groups));
+                                              backward_terms(g, t.groups));
     for (size_t p = 0; p < w; ++p) {
       SimNs f = 0;
       SimNs b = 0;
@@ -588,7 +595,8 @@ void StepLowerBound::refine_tiles(int32_t geometry, int threads) {
   parallel_for(layers, threads, [&](int64_t l) {
     for (int64_t h = 0; h < heads; ++h) {
       const auto k = static_cast<size_t>(l * heads + h);
-      tables[k] = rank_pair_tiles({&patterns_.at(l, h)}, g.layout, g.block, {&block_sets[k]});
+      tables[k] = rank_pair_tiles({&patterns_.at(l, h)}, g.layout, g.block, {&block_sets[k]},
+                                  backward_terms(g, 1).key_group > 0);
     }
   });
   if (tables.front().form == RankPairTiles::Form::none) {
@@ -712,7 +720,7 @@ void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
       heads.push_back(&patterns_.at(l, h));
       sets.push_back(&block_sets[static_cast<size_t>(l * model_.q_heads + h)]);
     }
-    const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets, ColumnBound::none, key_group(t.groups));
+    const WorkMatrix bound = work_lower_bound(heads, g.layout, g.block, sets, ColumnBound::none, backward_terms(g, t.groups));
     for (size_t p = 0; p < w; ++p) {
       for (size_t src = 0; src < w; ++src) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));

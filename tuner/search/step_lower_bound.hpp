@@ -152,6 +152,8 @@ class StepLowerBound {
   LaunchGeometry launch_of(const Geometry& geometry, int64_t groups) const;
   /// Consecutive query heads of a head group that share one K/V head (the key lists' runs).
   int64_t key_group(int64_t groups) const;
+  /// The backward units worth bounding for `geometry`'s cost model (work_lower_bound.hpp).
+  BackwardTerms backward_terms(const Geometry& geometry, int64_t groups) const;
   RingSetup ring_setup(int32_t order, int32_t hierarchy) const;
   /// Key of the candidate's ring bound: its geometry and the first (order, hierarchy) whose ring
   /// setup equals its own.

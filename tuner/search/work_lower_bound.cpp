@@ -383,7 +383,7 @@ void add_visible_minus_covered(const std::vector<std::vector<int64_t>>& columns,
 }
 
 void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vector<const std::vector<int64_t>*>& given,
-                   const AlignedModel& m, int64_t block, ColumnBound columns, WorkMatrix& out) {
+                   const AlignedModel& m, int64_t block, ColumnBound columns, bool column_counts, WorkMatrix& out) {
   const int64_t w = m.ranks;
   const auto ww = static_cast<size_t>(w);
   std::vector<std::vector<int64_t>> computed;
@@ -459,7 +459,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       column_blocks[static_cast<size_t>(owner_of[static_cast<size_t>(key_block)])].push_back(key_block);
     }
     const std::vector<int64_t>& d_set = *diagonals[hi];
-    add_visible_minus_covered(column_blocks, d_set, m, counted_columns);
+    if (column_counts) add_visible_minus_covered(column_blocks, d_set, m, counted_columns);
     by_rank_offset.clear();
     bool prepared = false;
     for (size_t src = 0; src < ww; ++src) {
@@ -788,9 +788,10 @@ bool exact_tile_count(const TokenLayout& layout, int64_t block) {
 
 WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
                             const std::vector<const std::vector<int64_t>*>& diagonals, ColumnBound columns,
-                            int64_t key_group) {
+                            const BackwardTerms& backward) {
   require(block >= 1, "block size must be >= 1 token, got ", block);
-  require(key_group >= 1, "work bound: heads per K/V head must be >= 1, got ", key_group);
+  const int64_t key_group = backward.key_group;
+  require(key_group >= 0, "work bound: heads per K/V head must be >= 0, got ", key_group);
   require(diagonals.empty() || diagonals.size() == heads.size(), "work bound: ", diagonals.size(),
           " diagonal sets for ", heads.size(), " heads");
   WorkMatrix out(layout.ranks());
@@ -798,7 +799,7 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   const bool aligned = aligned_model(layout, block, m);
   const bool fine = !aligned && fine_striped(layout, block);
   if (aligned) {
-    aligned_bound(heads, diagonals, m, block, columns, out);
+    aligned_bound(heads, diagonals, m, block, columns, backward.columns, out);
   } else if (fine) {
     fine_striped_bound(heads, layout, block, &out, columns != ColumnBound::none);
   } else {
@@ -808,8 +809,8 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   RankPairTiles keys;
   std::vector<std::vector<int64_t>> computed;
   const std::vector<const std::vector<int64_t>*> sets =
-      aligned ? diagonal_sets(heads, diagonals, block, computed) : std::vector<const std::vector<int64_t>*>{};
-  for (size_t h = 0; h < heads.size(); ++h) {
+      aligned && key_group > 0 ? diagonal_sets(heads, diagonals, block, computed) : std::vector<const std::vector<int64_t>*>{};
+  for (size_t h = 0; h < heads.size() && key_group > 0; ++h) {
     RankPairTiles one;
     one.ranks = layout.ranks();
     if (aligned) {
@@ -831,7 +832,7 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   for (int32_t q = 0; q < w; ++q) {
     for (int32_t kv = 0; kv < w; ++kv) {
       WorkCounts& cell = out.at(q, kv);
-      if (!heads.empty()) cell.key_lists = keys.keys_at(q, kv);
+      if (!heads.empty() && key_group > 0) cell.key_lists = keys.keys_at(q, kv);
       if (fine) {
         // Each row counted gathers one chunk: one column list, at least one column and one item.
         cell.column_lists = cell.column_chunks;
@@ -956,7 +957,7 @@ std::vector<int64_t> aligned_key_table(const std::vector<const std::vector<int64
 }  // namespace
 
 RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
-                              const std::vector<const std::vector<int64_t>*>& diagonals) {
+                              const std::vector<const std::vector<int64_t>*>& diagonals, bool with_keys) {
   require(block >= 1, "block size must be >= 1 token, got ", block);
   RankPairTiles out;
   out.ranks = layout.ranks();
@@ -968,11 +969,12 @@ RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, cons
     out.table = m.zigzag ? stripe_weights(sets, m) : periodic_offsets(sets, m);
     out.lists = aligned_list_table(sets, m);
     // A unit diagonal lists as many keys as rows (file comment of work_lower_bound.hpp).
-    out.keys = m.zigzag || m.stripes == 1 ? out.lists : aligned_key_table(sets, m);
+    out.keys = !with_keys ? std::vector<int64_t>(out.lists.size(), 0)
+               : m.zigzag || m.stripes == 1 ? out.lists : aligned_key_table(sets, m);
   } else if (fine_striped(layout, block)) {
     out.form = RankPairTiles::Form::offset;
     out.table = fine_striped_bound(heads, layout, block, nullptr, false, &out.lists);
-    out.keys = out.lists;
+    out.keys = with_keys ? out.lists : std::vector<int64_t>(out.lists.size(), 0);
   }
   return out;
 }

@@ -69,15 +69,25 @@ enum class ColumnBound : int32_t {
   dense = 2,           ///< plus the column-count part for K/V ranks with many columns (several times slower)
 };
 
+/// Which of the backward's units work_lower_bound bounds beyond the column lists and items its
+/// chunk bound gives: a cost model that charges nothing for one need not pay for its bound (left
+/// at 0 or at the rows' count, still a bound).
+struct BackwardTerms {
+  /// Consecutive heads of `heads` that share one K/V head (the last run may be shorter): key lists
+  /// are bounded per run. 0: key lists left 0.
+  int64_t key_group = 1;
+  /// Columns as the visible ones less a bound of the covered ones (else one per counted row).
+  bool columns = true;
+};
+
 /// The lower-bound work matrix of one head group: the sum over `heads` of each head's bound.
 /// Patterns must be normalized (normalize_pattern) for layout.seq_len_tokens(). `block` is
 /// block_q = block_k. `diagonals`, if not empty, holds touched_diagonals(head, block) of each
 /// head (callers that bound many layouts compute them once). Throws InputError for block < 1 or
-/// a diagonal list of the wrong length. `key_group` (>= 1) is the number of consecutive heads of
-/// `heads` that share one K/V head (the last run may be shorter): key lists are bounded per run.
+/// a diagonal list of the wrong length.
 WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
                             const std::vector<const std::vector<int64_t>*>& diagonals = {},
-                            ColumnBound columns = ColumnBound::dense, int64_t key_group = 1);
+                            ColumnBound columns = ColumnBound::dense, const BackwardTerms& backward = {});
 
 /// The exact tiles of a head group as a function of the rank pair, where that is cheap to state:
 /// for contiguous and striped layouts (aligned or finely striped) a function of r = q rank - K/V
@@ -118,8 +128,9 @@ struct RankPairTiles {
 };
 
 /// The rank-pair tile table of `heads` (diagonals as for work_lower_bound).
+/// Without `with_keys`, `keys` holds zeros (a bound still, for cost models without key lists).
 RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, const TokenLayout& layout, int64_t block,
-                              const std::vector<const std::vector<int64_t>*>& diagonals = {});
+                              const std::vector<const std::vector<int64_t>*>& diagonals = {}, bool with_keys = true);
 
 /// The ascending touched diagonals { floor(d/unit), ceil(d/unit) } of the slash offsets d of a
 /// normalized pattern (ascending, starting with 0), at granularity `unit` tokens (>= 1).

@@ -102,6 +102,8 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
   dilations_.clear();
   presence_index_.clear();
   presence_store_.clear();
+  key_bits_index_.clear();  // its keys are presence sets of the previous head
+  key_bits_store_.clear();
   listed_index_.clear();
   listed_store_.clear();
   group_store_.clear();
@@ -701,12 +703,31 @@ void WorkCounter::set_key_bits(uint64_t* bits, int64_t lo, int64_t hi) {
 }
 
 void WorkCounter::mark_key_blocks(int32_t q_rank, int32_t kv_rank) {
+  const auto ranks = static_cast<size_t>(geo_.layout.ranks());
+  uint64_t* bits = key_bits_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * key_words_;
+  for (const int64_t j : irregular_key_hits_) set_key_bits(bits, j, j);
+  // The regular blocks' bits are a function of the rank pair's presence sets alone, which are
+  // memoized: with one segment per rank (contiguous, striped) the rank pairs at the same offset
+  // share them; with two (zigzag) hardly any pair does, and they are computed each time.
+  if (!memoize_ || geo_.segments.size() != 1) {
+    regular_key_bits(bits);
+    return;
+  }
+  presence_key_.assign(pair_presence_.begin(), pair_presence_.end());
+  const auto [it, inserted] = key_bits_index_.try_emplace(presence_key_, key_bits_store_.size());
+  if (inserted) {
+    key_bits_store_.resize(key_bits_store_.size() + key_words_, 0);
+    regular_key_bits(key_bits_store_.data() + it->second);
+  }
+  const uint64_t* cached = key_bits_store_.data() + it->second;
+  for (size_t w = 0; w < key_words_; ++w) bits[w] |= cached[w];
+}
+
+void WorkCounter::regular_key_bits(uint64_t* bits) {
   // Key member b of class B has a tile iff a - b is a present offset for some member a of some
   // query class A: the present offsets [lo, hi] of (A, B) give b in [-hi, members(A) - 1 - lo]
   // (a sum of two integer intervals is an interval). The intervals of a class are merged before
-  // their bits are set. Irregular blocks were checked tile by tile.
-  const auto ranks = static_cast<size_t>(geo_.layout.ranks());
-  uint64_t* bits = key_bits_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * key_words_;
+  // their bits are set. Irregular blocks are checked tile by tile (count_pair).
   key_member_intervals_.resize(geo_.k_classes.size());
   for (size_t p = 0; p < geo_.pairs.size(); ++p) {
     const ClassPair& pair = geo_.pairs[p];
@@ -746,7 +767,6 @@ void WorkCounter::mark_key_blocks(int32_t q_rank, int32_t kv_rank) {
     set_members(lo, hi);
     intervals.clear();
   }
-  for (const int64_t j : irregular_key_hits_) set_key_bits(bits, j, j);
 }
 
 void WorkCounter::begin_key_group() {

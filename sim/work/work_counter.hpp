@@ -127,6 +127,8 @@ class WorkCounter {
   WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
   /// Marks the key blocks of the rank pair that some query block lists (after count_pair).
   void mark_key_blocks(int32_t q_rank, int32_t kv_rank);
+  /// Sets the bits of the regular key blocks the current rank pair's presence sets list.
+  void regular_key_bits(uint64_t* bits);
   static void set_key_bits(uint64_t* bits, int64_t lo, int64_t hi);
   void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
   /// count_columns for the common geometry: every query class one block apart, no irregular
@@ -203,6 +205,18 @@ class WorkCounter {
   /// Per key class, the member intervals with a tile (mark_key_blocks' scratch: merged before
   /// their bits are set, so a member that many pairs hit is set once).
   std::vector<std::vector<std::pair<int64_t, int64_t>>> key_member_intervals_;
+  /// regular_key_bits of each distinct tuple of presence sets (pair_presence_) of the current
+  /// head: key_bits_store_[key_bits_index_[tuple] ..] holds key_words_ words.
+  struct PresenceTupleHash {
+    size_t operator()(const std::vector<const Presence*>& tuple) const {
+      size_t h = 1469598103934665603ULL;
+      for (const Presence* p : tuple) h = (h ^ reinterpret_cast<size_t>(p)) * 1099511628211ULL;
+      return h;
+    }
+  };
+  std::unordered_map<std::vector<const Presence*>, size_t, PresenceTupleHash> key_bits_index_;
+  std::vector<uint64_t> key_bits_store_;
+  std::vector<const Presence*> presence_key_;
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;
 };

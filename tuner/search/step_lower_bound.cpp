@@ -405,9 +405,12 @@ int64_t StepLowerBound::key_group(int64_t groups) const {
 
 BackwardTerms StepLowerBound::backward_terms(const Geometry& geometry, int64_t groups) const {
   const AttentionCostModel& cost = cost_.at(geometry.block);
-  const bool keys = cost.forward.per_key_list_us > 0.0 || cost.backward.per_key_list_us > 0.0;
-  return BackwardTerms{.key_group = keys ? key_group(groups) : 0,
-                       .columns = cost.forward.per_column_us > 0.0 || cost.backward.per_column_us > 0.0};
+  const auto charged = [&](double KernelCoefficients::*term) { return cost.forward.*term > 0.0 || cost.backward.*term > 0.0; };
+  const bool columns = charged(&KernelCoefficients::per_column_us);
+  return BackwardTerms{.key_group = charged(&KernelCoefficients::per_key_list_us) ? key_group(groups) : 0,
+                       .column_units = columns || charged(&KernelCoefficients::per_column_list_us) ||
+                                       charged(&KernelCoefficients::per_column_item_us),
+                       .columns = columns};
 }
 
 const StepLowerBound::DegreeTerms& StepLowerBound::degree_terms(int32_t degrees) const {

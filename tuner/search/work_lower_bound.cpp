@@ -14,6 +14,8 @@ int64_t clamp_to(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::m
 /// Columns per item of the backward's column pass (BlockGeometry::column_item of the simulator's
 /// geometries).
 constexpr int64_t kColumnItem = 64;
+constexpr int kColumnItemShift = 6;
+static_assert(int64_t{1} << kColumnItemShift == kColumnItem);
 
 /// Aligned layouts as ranks owning stripes of g blocks (file comment): periodic (contiguous,
 /// striped) or zigzag (two half-chunk units per rank).
@@ -194,10 +196,14 @@ constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
 void smallest_by_residue(const std::vector<int64_t>& d_set, const AlignedModel& m, std::vector<int64_t>& by_residue) {
   const int64_t period = m.g * m.ranks;
   by_residue.assign(static_cast<size_t>(period), kNone);
+  int64_t open = period;
   for (const int64_t d : d_set) {  // ascending: the first of a residue is its smallest
-    if (d >= m.blocks) break;
+    if (d >= m.blocks || open == 0) break;
     int64_t& slot = by_residue[static_cast<size_t>(d % period)];
-    if (slot == kNone) slot = d;
+    if (slot == kNone) {
+      slot = d;
+      --open;
+    }
   }
 }
 
@@ -383,7 +389,9 @@ void add_visible_minus_covered(const std::vector<std::vector<int64_t>>& columns,
 }
 
 void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vector<const std::vector<int64_t>*>& given,
-                   const AlignedModel& m, int64_t block, ColumnBound columns, bool column_counts, WorkMatrix& out) {
+                   const AlignedModel& m, int64_t block, ColumnBound columns, const BackwardTerms& backward, WorkMatrix& out) {
+  const bool column_counts = backward.columns;
+  const bool column_units = backward.column_units;
   const int64_t w = m.ranks;
   const auto ww = static_cast<size_t>(w);
   std::vector<std::vector<int64_t>> computed;
@@ -571,11 +579,21 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       // rows whose representative column is uncovered (one column, one chunk, one item each).
       const auto add = [&](int64_t owner, int64_t rest, int64_t rows) {
         ColumnTally& tally = heavy[static_cast<size_t>(owner) * ww + src];
-        const int64_t gathered = std::max<int64_t>(rest, 1);
-        tally.chunks += chunks_of(gathered) * rows;
+        if (!column_units) {
+          tally.chunks += chunks_of(std::max<int64_t>(rest, 1)) * rows;
+          return;
+        }
+        if (rest <= 1) {  // one column: one chunk and one item
+          tally.chunks += rows;
+          tally.lists += rows;
+          tally.columns += rows;
+          tally.items += rows;
+          return;
+        }
+        tally.chunks += chunks_of(rest) * rows;
         tally.lists += rows;
-        tally.columns += gathered * rows;
-        tally.items += (gathered + kColumnItem - 1) / kColumnItem * rows;
+        tally.columns += rest * rows;
+        tally.items += ((rest + kColumnItem - 1) >> kColumnItemShift) * rows;
       };
       const auto rep_hits = [&](int64_t a, int64_t b) {  // rows in [a, b) whose representative is covered
         return static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), b - k) -
@@ -668,6 +686,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       const ColumnTally& tally = heavy[at];
       WorkCounts& cell = out.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
       cell.column_chunks = single[at] + tally.chunks;
+      if (!column_units) continue;
       cell.column_lists = single[at] + tally.lists;
       cell.columns = std::max(single[at] + tally.columns, counted_columns[at]);
       cell.column_items = single[at] + tally.items;
@@ -799,7 +818,7 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   const bool aligned = aligned_model(layout, block, m);
   const bool fine = !aligned && fine_striped(layout, block);
   if (aligned) {
-    aligned_bound(heads, diagonals, m, block, columns, backward.columns, out);
+    aligned_bound(heads, diagonals, m, block, columns, backward, out);
   } else if (fine) {
     fine_striped_bound(heads, layout, block, &out, columns != ColumnBound::none);
   } else {
@@ -833,7 +852,7 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
     for (int32_t kv = 0; kv < w; ++kv) {
       WorkCounts& cell = out.at(q, kv);
       if (!heads.empty() && key_group > 0) cell.key_lists = keys.keys_at(q, kv);
-      if (fine) {
+      if (fine && backward.column_units) {
         // Each row counted gathers one chunk: one column list, at least one column and one item.
         cell.column_lists = cell.column_chunks;
         cell.columns = cell.column_chunks;

@@ -76,7 +76,10 @@ struct BackwardTerms {
   /// Consecutive heads of `heads` that share one K/V head (the last run may be shorter): key lists
   /// are bounded per run. 0: key lists left 0.
   int64_t key_group = 1;
-  /// Columns as the visible ones less a bound of the covered ones (else one per counted row).
+  /// Column lists, columns and items of the backward's column pass (else left 0).
+  bool column_units = true;
+  /// Columns as the visible ones less a bound of the covered ones (else one per counted row);
+  /// only with column_units.
   bool columns = true;
 };
 

@@ -80,7 +80,10 @@ struct ValidationReport {
   /// False when the prediction's calibration was measured on another kernel build than the one
   /// measured here (stale): its error then says nothing about the model.
   bool comparison_meaningful = true;
-  WorkCounts predicted_work;      ///< the simulator's work of the layer, head group 0's ring
+  /// The simulator's work of the layer: every head group (and micro batch), every rank and step.
+  WorkCounts predicted_work;
+  /// The work of the indexes the measurement ran: head group 0's ring only, so with head
+  /// parallelism above 1 they are a part of predicted_work's.
   int64_t measured_tiles = 0;
   int64_t measured_column_chunks = 0;
   PassComparison forward;

@@ -23,6 +23,7 @@ struct Case {
   double memory_gib;
   int64_t seq_len;
   uint64_t seed;
+  bool backward_units = false;  ///< the calibration charges the backward in its kernel's units
 };
 
 SearchSpaceOptions small_space() {
@@ -39,7 +40,7 @@ struct Setup {
 };
 
 Setup setup_for(const Case& c) {
-  Setup s{testing::tiny_model(), testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks), {}};
+  Setup s{testing::tiny_model(), testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks, false, c.backward_units), {}};
   s.tmpl.model = s.model.name;
   s.tmpl.cluster = s.cluster.name;
   return s;
@@ -48,7 +49,7 @@ Setup setup_for(const Case& c) {
 SearchResult run(const Case& c, const Trace& trace, bool prune, int threads, Objective objective, double cap_gib,
                  int64_t top = 4) {
   const ModelConfig model = testing::tiny_model();
-  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks);
+  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks, false, c.backward_units);
   PlanTemplate tmpl;
   tmpl.model = model.name;
   tmpl.cluster = cluster.name;
@@ -113,7 +114,7 @@ TEST_P(PrunedEqualsBruteForce, WithATieBandAndTheShuffleDimension) {
   const Case c = GetParam();
   const Trace trace = testing::tiny_trace(testing::tiny_model(), c.seq_len, c.seed + 2, 4);
   const ModelConfig model = testing::tiny_model();
-  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks);
+  const ClusterConfig cluster = testing::test_cluster(c.nodes, c.gpus, c.memory_gib, c.racks, false, c.backward_units);
   PlanTemplate tmpl;
   tmpl.model = model.name;
   tmpl.cluster = cluster.name;
@@ -140,9 +141,11 @@ TEST_P(PrunedEqualsBruteForce, WithATieBandAndTheShuffleDimension) {
 
 INSTANTIATE_TEST_SUITE_P(SmallClusters, PrunedEqualsBruteForce,
                          ::testing::Values(Case{2, 2, 0, 80, 8192, 21}, Case{1, 4, 0, 80, 8192, 22},
-                                           Case{2, 4, 0, 80, 8192, 23}, Case{4, 2, 2, 80, 4096, 24}),
+                                           Case{2, 4, 0, 80, 8192, 23}, Case{4, 2, 2, 80, 4096, 24},
+                                           Case{2, 4, 0, 80, 8192, 25, true}, Case{4, 2, 2, 80, 4096, 26, true}),
                          [](const ::testing::TestParamInfo<Case>& param) {
-                           return str(param.param.nodes, "x", param.param.gpus, param.param.racks > 0 ? "_racks" : "");
+                           return str(param.param.nodes, "x", param.param.gpus, param.param.racks > 0 ? "_racks" : "",
+                                      param.param.backward_units ? "_backward_units" : "");
                          });
 
 TEST(PlanSearch, DroppingCountedWorkChangesNothing) {

@@ -1,6 +1,8 @@
 // Lower bounds of the simulator (tuner/search/step_lower_bound.hpp): on random candidates of
 // small clusters, every strength of the step-time bound and the memory bound stays at or below
-// what the simulator returns, also with layers whose work is counted.
+// what the simulator returns, also with layers whose work is counted, and with a calibration that
+// charges the backward in its kernel's units (key lists, column lists, items, columns, chunk key
+// blocks).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -26,8 +28,9 @@ struct Inputs {
   PatternSet patterns;
 };
 
-Inputs make_setup(int64_t nodes, int64_t gpus, int64_t racks, bool roofline, uint64_t seed, int64_t vertical_scale) {
-  Inputs s{testing::tiny_model(), testing::test_cluster(nodes, gpus, 80, racks, roofline), 8192, {}, {}};
+Inputs make_setup(int64_t nodes, int64_t gpus, int64_t racks, bool roofline, uint64_t seed, int64_t vertical_scale,
+                  bool backward_units = false) {
+  Inputs s{testing::tiny_model(), testing::test_cluster(nodes, gpus, 80, racks, roofline, backward_units), 8192, {}, {}};
   s.trace = testing::tiny_trace(s.model, s.seq_len, seed, vertical_scale);
   s.patterns = select_patterns(s.trace, 0, RecallSettings{});
   for (KeptPattern& p : s.patterns.patterns) p = normalize_pattern(p, s.seq_len);
@@ -94,6 +97,12 @@ TEST(StepLowerBound, BoundsTheSimulationOnTwoNodesOfFourUncalibrated) {
 }
 
 TEST(StepLowerBound, BoundsTheSimulationWithRacks) { check_bounds(make_setup(4, 2, 2, false, 14, 3), 120, 4); }
+
+TEST(StepLowerBound, BoundsTheSimulationWhenTheBackwardIsChargedInItsUnits) {
+  check_bounds(make_setup(2, 4, 0, false, 17, 5, true), 120, 5);
+  check_bounds(make_setup(1, 4, 0, false, 18, 20, true), 120, 6);
+  check_bounds(make_setup(4, 2, 2, false, 19, 3, true), 120, 7);
+}
 
 TEST(StepLowerBound, CountedLayersRaiseTheBoundAndStillBoundTheSimulation) {
   // Layers whose work is counted replace their bound by exact kernel times: the step bound only

@@ -27,8 +27,11 @@ inline ModelConfig tiny_model(int64_t layers = 2, int64_t q_heads = 4, int64_t k
                      "<tiny>");
 }
 
-/// A GPU with `memory_gib` of memory; calibrated (block 64, head dim 64) unless `roofline`.
-inline GpuConfig test_gpu(double memory_gib, bool roofline = false) {
+/// A GPU with `memory_gib` of memory; calibrated (block 64, head dim 64) unless `roofline`. With
+/// `backward_units` the calibration charges what the shipped ones do: a forward cost per list and
+/// a backward in its kernel's units (key lists, column lists, 64-column items, columns and the key
+/// blocks of the held chunk), in proportions like the shipped H100's.
+inline GpuConfig test_gpu(double memory_gib, bool roofline = false, bool backward_units = false) {
   GpuConfig gpu;
   gpu.name = roofline ? "test-gpu-roofline" : "test-gpu";
   gpu.memory_gib = memory_gib;
@@ -41,6 +44,17 @@ inline GpuConfig test_gpu(double memory_gib, bool roofline = false) {
     shape.shape = {64, 64, 64};
     shape.forward = {3.0, 0.0, 0.02, 0.03};
     shape.backward = {4.0, 0.0, 0.05, 0.07};
+    if (backward_units) {
+      shape.forward.per_list_us = 0.05;
+      shape.backward = KernelCostCoefficients{};
+      shape.backward.launch_us = 4.0;
+      shape.backward.per_tile_us = 0.05;
+      shape.backward.per_key_list_us = 0.5;
+      shape.backward.per_column_list_us = 0.07;
+      shape.backward.per_column_item_us = 0.05;
+      shape.backward.per_column_us = 0.0016;
+      shape.backward.per_key_block_us = 0.1;
+    }
     cal.shapes = {shape};
     cal.gemm_efficiency = 0.5;
     gpu.calibration = cal;
@@ -51,7 +65,7 @@ inline GpuConfig test_gpu(double memory_gib, bool roofline = false) {
 /// `nodes` x `gpus_per_node` GPUs: NVLink inside a node, one NIC per node between nodes, and with
 /// `rack_nodes` > 0 racks of that many nodes over a slower outer level.
 inline ClusterConfig test_cluster(int64_t nodes, int64_t gpus_per_node, double memory_gib, int64_t rack_nodes = 0,
-                                  bool roofline = false) {
+                                  bool roofline = false, bool backward_units = false) {
   std::string text = str("name: test-cluster\nnodes: ", nodes, "\ngpus_per_node: ", gpus_per_node,
                          "\ngpu: test-gpu\nintra_node:\n  kind: nvlink\n  bandwidth_gbytes_per_s: 100\n  latency_us: 2\n");
   if (nodes > 1) {
@@ -62,7 +76,7 @@ inline ClusterConfig test_cluster(int64_t nodes, int64_t gpus_per_node, double m
                 "\n    nics_per_node: 1\n    bandwidth_gbytes_per_s: 1\n    latency_us: 20\n");
   }
   ClusterConfig cluster = parse_cluster(text, "<test-cluster>");
-  cluster.gpu_config = test_gpu(memory_gib, roofline);
+  cluster.gpu_config = test_gpu(memory_gib, roofline, backward_units);
   return cluster;
 }
 

@@ -45,8 +45,9 @@ struct Search {
   SimulationOptions options;
 };
 
-Search search_for(const Inputs& s) {
+Search search_for(const Inputs& s, int64_t micro_batch = 1) {
   Search out{enumerate_search_space(s.model, s.cluster, s.seq_len, SearchSpaceOptions{}), {}, {}};
+  out.tmpl.micro_batch_sequences = micro_batch;
   out.tmpl.model = s.model.name;
   out.tmpl.cluster = s.cluster.name;
   out.options.trace_key = "bounds-test";
@@ -54,8 +55,8 @@ Search search_for(const Inputs& s) {
   return out;
 }
 
-void check_bounds(const Inputs& s, int samples, uint64_t seed) {
-  const auto [space, tmpl, options] = search_for(s);
+void check_bounds(const Inputs& s, int samples, uint64_t seed, int64_t micro_batch = 1) {
+  const auto [space, tmpl, options] = search_for(s, micro_batch);
   SimulationContext context;
   StepLowerBound bound(s.model, s.cluster, space, s.patterns, tmpl, options);
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(seed));
@@ -102,6 +103,7 @@ TEST(StepLowerBound, BoundsTheSimulationWhenTheBackwardIsChargedInItsUnits) {
   check_bounds(make_setup(2, 4, 0, false, 17, 5, true), 120, 5);
   check_bounds(make_setup(1, 4, 0, false, 18, 20, true), 120, 6);
   check_bounds(make_setup(4, 2, 2, false, 19, 3, true), 120, 7);
+  check_bounds(make_setup(2, 4, 0, false, 20, 5, true), 60, 8, 2);  // two sequences per micro batch
 }
 
 TEST(StepLowerBound, CountedLayersRaiseTheBoundAndStillBoundTheSimulation) {

@@ -526,6 +526,7 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
         cell.column_chunks *= batch;
         cell.lists *= batch;
         cell.key_lists *= batch;
+        cell.column_lists *= batch;
         cell.columns *= batch;
         cell.column_items *= batch;
         const SimNs cf = kernel_time_ns(cost.forward, cell, launch);

@@ -41,6 +41,18 @@ struct WorkCounts {
     column_items += other.column_items;
     return *this;
   }
+  /// Every count times `factor` (the same work repeated, e.g. for each sequence of a micro batch).
+  WorkCounts& operator*=(int64_t factor) {
+    tiles *= factor;
+    masked_tiles *= factor;
+    columns *= factor;
+    column_chunks *= factor;
+    lists *= factor;
+    key_lists *= factor;
+    column_lists *= factor;
+    column_items *= factor;
+    return *this;
+  }
   friend bool operator==(const WorkCounts&, const WorkCounts&) = default;
 };
 

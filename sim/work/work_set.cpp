@@ -21,17 +21,7 @@ int64_t dense_kv_heads(int64_t first, int64_t count, int64_t kv_group) {
 
 void scale(WorkMatrix& m, int64_t factor) {
   for (int32_t q = 0; q < m.ranks(); ++q) {
-    for (int32_t kv = 0; kv < m.ranks(); ++kv) {
-      WorkCounts& c = m.at(q, kv);
-      c.tiles *= factor;
-      c.masked_tiles *= factor;
-      c.columns *= factor;
-      c.column_chunks *= factor;
-      c.lists *= factor;
-      c.key_lists *= factor;
-      c.column_lists *= factor;
-      c.column_items *= factor;
-    }
+    for (int32_t kv = 0; kv < m.ranks(); ++kv) m.at(q, kv) *= factor;
   }
 }
 

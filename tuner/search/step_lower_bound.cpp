@@ -522,13 +522,7 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
       SimNs b = 0;
       for (size_t src = 0; src < w; ++src) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-        cell.tiles *= batch;
-        cell.column_chunks *= batch;
-        cell.lists *= batch;
-        cell.key_lists *= batch;
-        cell.column_lists *= batch;
-        cell.columns *= batch;
-        cell.column_items *= batch;
+        cell *= batch;
         const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
         const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
         f += cf;
@@ -728,9 +722,7 @@ void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
     for (size_t p = 0; p < w; ++p) {
       for (size_t src = 0; src < w; ++src) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-        cell.tiles *= batch;
-        cell.lists *= batch;
-        cell.key_lists *= batch;
+        cell *= batch;
         const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
         const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
         sum_f[static_cast<size_t>(index) * w + p] += cf;

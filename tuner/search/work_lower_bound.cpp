@@ -65,6 +65,16 @@ bool aligned_model(const TokenLayout& layout, int64_t block, AlignedModel& m) {
 std::vector<int64_t> aligned_list_table(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m);
 std::vector<int64_t> aligned_key_table(const std::vector<const std::vector<int64_t>*>& diagonals, const AlignedModel& m);
 
+/// Whether a unit diagonal lists as many keys as rows (contiguous and zigzag units: file comment of
+/// work_lower_bound.hpp), so the key table is the list table.
+bool keys_equal_rows(const AlignedModel& m) { return m.zigzag || m.stripes == 1; }
+
+/// Striped layouts: a key block of stripe residue t (in [0, g)) of rank src meets, through
+/// diagonal d, a row of rank src + u (mod W); the slot t x W + u of per-(t, u) tables.
+size_t rank_offset_slot(const AlignedModel& m, int64_t t, int64_t d) {
+  return static_cast<size_t>(t * m.ranks + ((t + d) % (m.g * m.ranks)) / m.g);
+}
+
 /// Striped with stripes finer than the block: G | b and whole local blocks.
 bool fine_striped(const TokenLayout& layout, int64_t block) {
   return layout.kind() == LayoutKind::striped && layout.granularity_tokens() < block &&
@@ -207,6 +217,18 @@ void smallest_by_residue(const std::vector<int64_t>& d_set, const AlignedModel& 
   }
 }
 
+/// The smallest of `by_residue` over the g residues first, first + 1, .., first + g - 1 (mod P).
+int64_t smallest_in_window(const std::vector<int64_t>& by_residue, const AlignedModel& m, int64_t first) {
+  const int64_t period = m.g * m.ranks;
+  first = (first % period + period) % period;
+  int64_t best = kNone;
+  for (int64_t t = 0; t < m.g; ++t) {
+    const int64_t r = first + t;
+    best = std::min(best, by_residue[static_cast<size_t>(r < period ? r : r - period)]);
+  }
+  return best;
+}
+
 /// Striped layouts: d_min[x x W + src], the smallest touched diagonal that lands row residue x
 /// (modulo the period P = g W, x in [x_from, x_from + rows)) on a key block of src (kNone if none):
 /// d mod P = (x - y) mod P for a key residue y of src. O(|D| + rows W g).
@@ -219,12 +241,8 @@ void smallest_diagonals(const std::vector<int64_t>& d_set, const AlignedModel& m
   for (int64_t x = 0; x < rows; ++x) {
     const int64_t row = (x_from + x) % period;
     for (int64_t src = 0; src < w; ++src) {
-      int64_t best = kNone;
-      for (int64_t t = 0; t < m.g; ++t) {
-        const int64_t r = row - (src * m.g + t);
-        best = std::min(best, by_residue[static_cast<size_t>(r < 0 ? r + period : r)]);
-      }
-      d_min[static_cast<size_t>(x * w + src)] = best;
+      // Residues row - src g - t, t in [0, g).
+      d_min[static_cast<size_t>(x * w + src)] = smallest_in_window(by_residue, m, row - src * m.g - m.g + 1);
     }
   }
 }
@@ -235,18 +253,12 @@ void smallest_diagonals(const std::vector<int64_t>& d_set, const AlignedModel& m
 void smallest_key_diagonals(const std::vector<int64_t>& d_set, const AlignedModel& m, std::vector<int64_t>& d_min,
                             std::vector<int64_t>& by_residue) {
   const int64_t w = m.ranks;
-  const int64_t period = m.g * w;
   smallest_by_residue(d_set, m, by_residue);
   d_min.assign(static_cast<size_t>(m.g * w), kNone);
   for (int64_t y = 0; y < m.g; ++y) {
     for (int64_t p = 0; p < w; ++p) {
-      // d mod P = (z - y) mod P for a row residue z of p.
-      int64_t best = kNone;
-      for (int64_t t = 0; t < m.g; ++t) {
-        const int64_t r = p * m.g + t - y;
-        best = std::min(best, by_residue[static_cast<size_t>(r < 0 ? r + period : r)]);
-      }
-      d_min[static_cast<size_t>(y * w + p)] = best;
+      // d mod P = (z - y) mod P for a row residue z = p g + t of p.
+      d_min[static_cast<size_t>(y * w + p)] = smallest_in_window(by_residue, m, p * m.g - y);
     }
   }
 }
@@ -336,7 +348,6 @@ void add_visible_minus_covered(const std::vector<std::vector<int64_t>>& columns,
   const auto ww = static_cast<size_t>(w);
   std::vector<int64_t> visible(ww + 1);
   const bool units = m.zigzag || m.stripes == 1;
-  const int64_t period = m.g * w;
   // Diagonal counts: units: per unit diagonal e, #D in [e g - g + 1, e g + g - 1]; striped: per
   // stripe residue t and rank offset u, #D with ((t + d) mod P) / g = u.
   std::vector<int64_t> window;
@@ -352,7 +363,7 @@ void add_visible_minus_covered(const std::vector<std::vector<int64_t>>& columns,
   } else {
     by_offset.assign(static_cast<size_t>(m.g * w), 0);
     for (const int64_t d : d_set) {
-      for (int64_t t = 0; t < m.g; ++t) ++by_offset[static_cast<size_t>(t * w + ((t + d) % period) / m.g)];
+      for (int64_t t = 0; t < m.g; ++t) ++by_offset[rank_offset_slot(m, t, d)];
     }
   }
   std::vector<int64_t> per_part;  // columns of src per unit (units) or per stripe residue (striped)
@@ -497,7 +508,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
         if (by_rank_offset.empty()) {  // once per head
           by_rank_offset.assign(static_cast<size_t>(m.g * w), {});
           for (const int64_t d : d_set) {
-            for (int64_t t = 0; t < m.g; ++t) by_rank_offset[static_cast<size_t>(t * w + ((t + d) % period) / m.g)].push_back(d);
+            for (int64_t t = 0; t < m.g; ++t) by_rank_offset[rank_offset_slot(m, t, d)].push_back(d);
           }
         }
         const int64_t t = k % m.g;
@@ -835,7 +846,7 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
     if (aligned) {
       one.form = m.zigzag ? RankPairTiles::Form::zigzag : RankPairTiles::Form::offset;
       // A unit diagonal lists as many keys as rows (file comment of work_lower_bound.hpp).
-      one.keys = m.zigzag || m.stripes == 1 ? aligned_list_table({sets[h]}, m) : aligned_key_table({sets[h]}, m);
+      one.keys = keys_equal_rows(m) ? aligned_list_table({sets[h]}, m) : aligned_key_table({sets[h]}, m);
     } else {
       one = rank_pair_tiles({heads[h]}, layout, block);
     }
@@ -863,32 +874,44 @@ WorkMatrix work_lower_bound(const std::vector<const KeptPattern*>& heads, const 
   return out;
 }
 
-int64_t RankPairTiles::at(int32_t q, int32_t kv) const {
-  const int64_t w = ranks;
-  if (form == Form::offset) return table[static_cast<size_t>(q - kv + w - 1)];
-  const auto f_at = [&](int64_t e) { return e >= 0 && e < 2 * w ? table[static_cast<size_t>(e)] : int64_t{0}; };
+namespace {
+
+/// How a zigzag cell combines its four unit-diagonal terms (rank q's row units a and rank kv's
+/// key units b, each x and 2W - 1 - x, meet at e = a - b): summed, or per row unit (per key unit)
+/// the larger of its two.
+enum class UnitTerms { sum, larger_per_row_unit, larger_per_key_unit };
+
+int64_t zigzag_cell(const std::vector<int64_t>& by_unit_diagonal, int64_t w, int64_t q, int64_t kv, UnitTerms how) {
+  const auto at = [&](int64_t e) { return e >= 0 && e < 2 * w ? by_unit_diagonal[static_cast<size_t>(e)] : int64_t{0}; };
   const int64_t a[2] = {q, 2 * w - 1 - q};
   const int64_t b[2] = {kv, 2 * w - 1 - kv};
-  return f_at(a[0] - b[0]) + f_at(a[0] - b[1]) + f_at(a[1] - b[0]) + f_at(a[1] - b[1]);
+  const int64_t t[2][2] = {{at(a[0] - b[0]), at(a[0] - b[1])}, {at(a[1] - b[0]), at(a[1] - b[1])}};  // [row unit][key unit]
+  switch (how) {
+    case UnitTerms::sum:
+      return t[0][0] + t[0][1] + t[1][0] + t[1][1];
+    case UnitTerms::larger_per_row_unit:
+      return std::max(t[0][0], t[0][1]) + std::max(t[1][0], t[1][1]);
+    case UnitTerms::larger_per_key_unit:
+      return std::max(t[0][0], t[1][0]) + std::max(t[0][1], t[1][1]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int64_t RankPairTiles::at(int32_t q, int32_t kv) const {
+  if (form == Form::offset) return table[static_cast<size_t>(q - kv + ranks - 1)];
+  return zigzag_cell(table, ranks, q, kv, UnitTerms::sum);
 }
 
 int64_t RankPairTiles::lists_at(int32_t q, int32_t kv) const {
-  const int64_t w = ranks;
-  if (form == Form::offset) return lists[static_cast<size_t>(q - kv + w - 1)];
-  const auto r_at = [&](int64_t e) { return e >= 0 && e < 2 * w ? lists[static_cast<size_t>(e)] : int64_t{0}; };
-  const int64_t a[2] = {q, 2 * w - 1 - q};
-  const int64_t b[2] = {kv, 2 * w - 1 - kv};
-  return std::max(r_at(a[0] - b[0]), r_at(a[0] - b[1])) + std::max(r_at(a[1] - b[0]), r_at(a[1] - b[1]));
+  if (form == Form::offset) return lists[static_cast<size_t>(q - kv + ranks - 1)];
+  return zigzag_cell(lists, ranks, q, kv, UnitTerms::larger_per_row_unit);
 }
 
 int64_t RankPairTiles::keys_at(int32_t q, int32_t kv) const {
-  const int64_t w = ranks;
-  if (form == Form::offset) return keys[static_cast<size_t>(q - kv + w - 1)];
-  // Each key unit of kv gets the larger count of the two row units of q.
-  const auto k_at = [&](int64_t e) { return e >= 0 && e < 2 * w ? keys[static_cast<size_t>(e)] : int64_t{0}; };
-  const int64_t a[2] = {q, 2 * w - 1 - q};
-  const int64_t b[2] = {kv, 2 * w - 1 - kv};
-  return std::max(k_at(a[0] - b[0]), k_at(a[1] - b[0])) + std::max(k_at(a[0] - b[1]), k_at(a[1] - b[1]));
+  if (form == Form::offset) return keys[static_cast<size_t>(q - kv + ranks - 1)];
+  return zigzag_cell(keys, ranks, q, kv, UnitTerms::larger_per_key_unit);
 }
 
 RankPairTiles& RankPairTiles::operator+=(const RankPairTiles& other) {
@@ -989,7 +1012,7 @@ RankPairTiles rank_pair_tiles(const std::vector<const KeptPattern*>& heads, cons
     out.lists = aligned_list_table(sets, m);
     // A unit diagonal lists as many keys as rows (file comment of work_lower_bound.hpp).
     out.keys = !with_keys ? std::vector<int64_t>(out.lists.size(), 0)
-               : m.zigzag || m.stripes == 1 ? out.lists : aligned_key_table(sets, m);
+               : keys_equal_rows(m) ? out.lists : aligned_key_table(sets, m);
   } else if (fine_striped(layout, block)) {
     out.form = RankPairTiles::Form::offset;
     out.table = fine_striped_bound(heads, layout, block, nullptr, false, &out.lists);

@@ -17,7 +17,7 @@ BUILD=${BUILD:-build-validation-device}
 ITERATIONS=${ITERATIONS:-3}
 LAYER=${LAYER:-12}
 CASES=${CASES:-.}
-export PYTHONUNBUFFERED=1 SPARSERING_COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+export PYTHONUNBUFFERED=1 SPARSERING_COMMIT=${SPARSERING_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 start=$(date +%s)
 stamp() { echo "[validation $(( $(date +%s) - start ))s] $*"; }
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}

@@ -279,12 +279,14 @@ struct PassEvents {
 };
 
 /// Per-step kernel, step and wait times of a finished pass of `w` steps, from its events.
-PassSample read_pass_sample(const PassEvents& ev, int32_t w) {
+/// A step that launched no kernel computed nothing: its events only measure the stream's gap
+/// between two records (a few microseconds), which is not kernel time.
+PassSample read_pass_sample(const PassEvents& ev, int32_t w, const std::vector<bool>& launched) {
   PassSample sample;
   for (int32_t t = 0; t < w; ++t) {
     const auto tz = static_cast<size_t>(t);
     const cudaEvent_t previous_end = t == 0 ? ev.pass_start : ev.end[tz - 1];
-    sample.compute_ms.push_back(elapsed_ms(ev.start[tz], ev.end[tz]));
+    sample.compute_ms.push_back(launched[tz] ? elapsed_ms(ev.start[tz], ev.end[tz]) : 0.0);
     sample.step_ms.push_back(elapsed_ms(previous_end, ev.end[tz]));
     sample.wait_ms.push_back(elapsed_ms(previous_end, ev.start[tz]));
   }
@@ -497,7 +499,7 @@ class RankRun {
     SPARSERING_CUDA_CHECK(cudaEventRecord(ev.pass_end, cs_));
     for (auto& s : kv_stream_) world_.wait_stream(s->get(), "the forward K/V hops to finish");
     world_.wait_event(ev.pass_end, "the end of the forward ring");
-    if (timed) result_.forward.push_back(read_pass_sample(ev, w_));
+    if (timed) result_.forward.push_back(read_pass_sample(ev, w_, steps_with_work()));
   }
 
   /// The backward ring: delta pre-pass, then per step the K/V hops, the step's dQ and local
@@ -556,7 +558,7 @@ class RankRun {
     for (auto& s : kv_stream_) world_.wait_stream(s->get(), "the backward K/V hops to finish");
     for (auto& s : acc_stream_) world_.wait_stream(s->get(), "the dK/dV hops to finish");
     if (timed) {
-      PassSample sample = read_pass_sample(ev, w_);
+      PassSample sample = read_pass_sample(ev, w_, steps_with_work());
       sample.tail_ms = elapsed_ms(ev.end[wz_ - 1], ev.pass_end);
       result_.backward.push_back(sample);
     }
@@ -625,6 +627,12 @@ class RankRun {
   bool step_has_work(int32_t t) const {
     const DeviceSparseIndex& index = index_[static_cast<size_t>(t)];
     return index.tiles > 0 || index.columns > 0;
+  }
+
+  std::vector<bool> steps_with_work() const {
+    std::vector<bool> launched;
+    for (int32_t t = 0; t < w_; ++t) launched.push_back(step_has_work(t));
+    return launched;
   }
 
   /// The K/V slot that holds the chunk of step t.

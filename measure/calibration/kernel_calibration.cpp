@@ -153,6 +153,7 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
     spec.seed = bench_seed + first / 2;
     spec.banded = k.placement == "banded";
     spec.key_block_stride = k.key_block_stride;
+    spec.sorted_columns = false;  // only counted
     const SparseIndex index = make_synthetic_index(spec);
     require(index.tiles() == k.tiles && index.column_chunks() == k.column_chunks && int64_t{index.rows} * index.q_blocks == k.lists,
             "restore_backward_units: row ", row + 1, ": the rebuilt index has ", index.tiles(), " tiles and ",

@@ -65,6 +65,7 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
   std::uniform_int_distribution<int64_t> pick_column(0, stride == 1 ? spec.kv_len_tokens - 1 : covered_full * spec.block_k - 1);
   const auto column_of = [&](int64_t draw) { return (draw / spec.block_k) * stride * spec.block_k + draw % spec.block_k; };
   std::vector<uint8_t> in_tiles(static_cast<size_t>(key_blocks), 0);
+  std::vector<uint8_t> taken(static_cast<size_t>(spec.kv_len_tokens), 0);  // the list's columns so far
   std::vector<int32_t> blocks;
   std::vector<int32_t> columns;
   std::vector<int64_t> offsets;   // banded: the row's diagonals
@@ -111,17 +112,24 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
       for (size_t k = 0; k < pool.size() && columns.size() < columns_per_list; ++k) {
         if (in_tiles[static_cast<size_t>(pool[k] / spec.block_k)] == 0) columns.push_back(pool[k]);
       }
-      std::sort(columns.begin(), columns.end());
+      if (spec.sorted_columns) std::sort(columns.begin(), columns.end());
     }
-    while (columns.size() < columns_per_list) {
-      // Draw a batch, then drop duplicates and columns under a tile; repeat until enough remain.
-      const size_t missing = columns_per_list - columns.size();
-      for (size_t k = 0; k < missing; ++k) {
-        const int64_t c = column_of(pick_column(rng));
-        if (in_tiles[static_cast<size_t>(c / spec.block_k)] == 0) columns.push_back(static_cast<int32_t>(c));
+    if (columns.size() < columns_per_list) {
+      // Draw a batch, keeping each new column not under a tile; repeat until enough remain. The
+      // batches (and so the draws) are those of keeping duplicates and dropping them per batch.
+      for (const int32_t c : columns) taken[static_cast<size_t>(c)] = 1;
+      while (columns.size() < columns_per_list) {
+        const size_t missing = columns_per_list - columns.size();
+        for (size_t k = 0; k < missing; ++k) {
+          const int64_t c = column_of(pick_column(rng));
+          if (in_tiles[static_cast<size_t>(c / spec.block_k)] == 0 && taken[static_cast<size_t>(c)] == 0) {
+            taken[static_cast<size_t>(c)] = 1;
+            columns.push_back(static_cast<int32_t>(c));
+          }
+        }
       }
-      std::sort(columns.begin(), columns.end());
-      columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+      for (const int32_t c : columns) taken[static_cast<size_t>(c)] = 0;
+      if (spec.sorted_columns) std::sort(columns.begin(), columns.end());
     }
     index.column_index.insert(index.column_index.end(), columns.begin(), columns.end());
     for (const int32_t j : blocks) in_tiles[static_cast<size_t>(j)] = 0;

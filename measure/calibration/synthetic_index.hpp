@@ -35,11 +35,15 @@ struct SyntheticIndexSpec {
   int32_t columns_per_list = -1;
   /// Tiles and columns lie only in key blocks j with j mod key_block_stride = 0 (1: every block).
   int32_t key_block_stride = 1;
+  /// false: each list's columns stay in draw order (the same columns; for counting units only,
+  /// where sorting them is most of the time).
+  bool sorted_columns = true;
 };
 
 /// Draws the index. The covered key blocks are j = k x stride (k = 0, 1, ...): ceil(key_blocks /
 /// stride) of them, of which the full ones (j < kv_len / block_k) hold columns. Tile blocks are
-/// distinct, covered and ascending; columns are distinct, ascending, in covered blocks (any
+/// distinct, covered and ascending; columns are distinct, ascending (unless sorted_columns is
+/// false), in covered blocks (any
 /// column of the chunk at stride 1, as before strides existed) and outside the list's tile blocks;
 /// no tile is masked. Banded: list i of a row holds covered blocks stride x ((i + s) mod covered)
 /// for the row's tiles_per_list distinct offsets s, and its columns are the first columns of the

@@ -3,6 +3,7 @@
 // stride: their backward key lists against brute force), and refusal of counts that do not fit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
@@ -171,6 +172,30 @@ TEST(SyntheticIndex, StrideOneDrawsWhatTheIndexDrewBeforeStrides) {
     int64_t sum = 0;
     for (size_t k = 0; k < index.column_index.size(); ++k) sum += static_cast<int64_t>(k + 1) * index.column_index[k];
     EXPECT_EQ(sum, e.column_sum) << (e.banded ? "banded" : "random");
+  }
+}
+
+TEST(SyntheticIndex, UnsortedColumnsAreTheSameColumnsInDrawOrder) {
+  // Counting units skips the sort; every list must hold the same columns, and the tiles must be
+  // the same (the draws do not depend on the order).
+  for (const bool banded : {false, true}) {
+    SyntheticIndexSpec spec{4, 2048, 4096, 64, 64, 5, 6, 3, banded};
+    spec.columns_per_list = 330;
+    const SparseIndex sorted = make_synthetic_index(spec);
+    spec.sorted_columns = false;
+    const SparseIndex unsorted = make_synthetic_index(spec);
+    EXPECT_EQ(unsorted.tile_block, sorted.tile_block);
+    ASSERT_EQ(unsorted.column_offsets, sorted.column_offsets);
+    bool any_out_of_order = false;
+    for (size_t list = 0; list + 1 < sorted.column_offsets.size(); ++list) {
+      const auto begin = static_cast<std::ptrdiff_t>(sorted.column_offsets[list]);
+      const auto end = static_cast<std::ptrdiff_t>(sorted.column_offsets[list + 1]);
+      std::vector<int32_t> columns(unsorted.column_index.begin() + begin, unsorted.column_index.begin() + end);
+      any_out_of_order = any_out_of_order || !std::is_sorted(columns.begin(), columns.end());
+      std::sort(columns.begin(), columns.end());
+      EXPECT_TRUE(std::equal(columns.begin(), columns.end(), sorted.column_index.begin() + begin)) << "list " << list;
+    }
+    EXPECT_TRUE(any_out_of_order) << (banded ? "banded" : "random") << ": the test must see draw order";
   }
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests measure/validation/validation_matrix_table.py on hand-made validation.json files: the
-per-layer and pooled cell statistics against hand-derived values, stale cases left out, and
+per-layer, pooled cell and busiest-rank statistics against hand-derived values, stale cases left out, and
 --check accepting the table verbatim and refusing a page without it."""
 import json
 import pathlib
@@ -52,6 +52,10 @@ def main():
         # Cells: case 1 (fwd and bwd alike) 0.01, 0.05, 0.0 (the 0/0 cell skipped) x 2 -> 6 cells;
         # case 2: 0.1, 0, 0, 0 x 2 -> 8 cells; 14 cells, median of the sorted magnitudes = 0.0.
         assert "14 cells: median |error| 0.0% (target 5.0%: met)" in text, text
+        # Busiest rank (cells [rank x 2 + step]): case 1 measured 300 / 400 per rank, predicted
+        # 291 / 400 -> 0; case 2 measured 200 / 200, predicted 210 / 200 -> 5%; fwd and bwd alike:
+        # 0, 0, 0.05, 0.05 -> median 2.5%, worst 5.0%.
+        assert "busiest rank's kernel time (fwd and bwd) median |error| 2.5%, worst 5.0% (m02 fwd)" in text, text
         assert "(stale calibration: not counted)" in text and "1 case(s) predicted from a calibration" in text, text
         assert "| Llama-3.1-8B |" in text and "| 128 | - | 2 |" in text, text
         page = pathlib.Path(tmp) / "page.md"

@@ -14,8 +14,6 @@ int64_t clamp_to(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::m
 /// Columns per item of the backward's column pass (BlockGeometry::column_item of the simulator's
 /// geometries).
 constexpr int64_t kColumnItem = 64;
-constexpr int kColumnItemShift = 6;
-static_assert(int64_t{1} << kColumnItemShift == kColumnItem);
 
 /// Aligned layouts as ranks owning stripes of g blocks (file comment): periodic (contiguous,
 /// striped) or zigzag (two half-chunk units per rank).
@@ -590,21 +588,12 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
       // rows whose representative column is uncovered (one column, one chunk, one item each).
       const auto add = [&](int64_t owner, int64_t rest, int64_t rows) {
         ColumnTally& tally = heavy[static_cast<size_t>(owner) * ww + src];
-        if (!column_units) {
-          tally.chunks += chunks_of(std::max<int64_t>(rest, 1)) * rows;
-          return;
-        }
-        if (rest <= 1) {  // one column: one chunk and one item
-          tally.chunks += rows;
-          tally.lists += rows;
-          tally.columns += rows;
-          tally.items += rows;
-          return;
-        }
-        tally.chunks += chunks_of(rest) * rows;
+        const int64_t gathered = std::max<int64_t>(rest, 1);
+        tally.chunks += chunks_of(gathered) * rows;
+        if (!column_units) return;
         tally.lists += rows;
-        tally.columns += rest * rows;
-        tally.items += ((rest + kColumnItem - 1) >> kColumnItemShift) * rows;
+        tally.columns += gathered * rows;
+        tally.items += (gathered + kColumnItem - 1) / kColumnItem * rows;
       };
       const auto rep_hits = [&](int64_t a, int64_t b) {  // rows in [a, b) whose representative is covered
         return static_cast<int64_t>(std::lower_bound(d_set.begin(), d_set.end(), b - k) -

@@ -65,7 +65,7 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
   std::uniform_int_distribution<int64_t> pick_column(0, stride == 1 ? spec.kv_len_tokens - 1 : covered_full * spec.block_k - 1);
   const auto column_of = [&](int64_t draw) { return (draw / spec.block_k) * stride * spec.block_k + draw % spec.block_k; };
   std::vector<uint8_t> in_tiles(static_cast<size_t>(key_blocks), 0);
-  std::vector<uint8_t> taken(static_cast<size_t>(spec.kv_len_tokens), 0);  // the list's columns so far
+  std::vector<uint8_t> taken(static_cast<size_t>(spec.kv_len_tokens), 0);  // columns drawn so far (scratch)
   std::vector<int32_t> blocks;
   std::vector<int32_t> columns;
   std::vector<int64_t> offsets;   // banded: the row's diagonals
@@ -81,16 +81,15 @@ SparseIndex make_synthetic_index(const SyntheticIndexSpec& spec) {
         if (std::find(offsets.begin(), offsets.end(), s) == offsets.end()) offsets.push_back(s);
       }
       pool.clear();
-      std::vector<int32_t> sorted;
       const size_t pool_size = columns_per_list == 0 ? 0 : columns_per_list + tiles_per_list * static_cast<size_t>(spec.block_k);
       std::uniform_int_distribution<int64_t> pick_full_column(0, covered_full * spec.block_k - 1);
       while (pool.size() < pool_size) {
         const auto c = static_cast<int32_t>(column_of(pick_full_column(rng)));
-        const auto at = std::lower_bound(sorted.begin(), sorted.end(), c);
-        if (at != sorted.end() && *at == c) continue;
-        sorted.insert(at, c);
+        if (taken[static_cast<size_t>(c)] != 0) continue;
+        taken[static_cast<size_t>(c)] = 1;
         pool.push_back(c);
       }
+      for (const int32_t c : pool) taken[static_cast<size_t>(c)] = 0;
     }
     blocks.clear();
     if (spec.banded) {

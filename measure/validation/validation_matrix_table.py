@@ -7,12 +7,11 @@ ROOT holds one folder per GPU kind, each holding one folder per case with its va
 (docs/validation/matrix/<kind>/<case>/validation.json, as measure/device/run_matrix_on_device.sh
 writes them). Prints, per GPU kind, one row per case and the summary against the targets the
 JSON files state: per-layer attention time (median and worst |error| over every case, forward
-and backward) the (rank, step) kernel times pooled over every cell of every case, and the busiest rank's
-kernel time per case and pass (the largest per-rank sum of measured kernel times against the
-largest predicted one: the layer time of a ring whose hops are exposed is set by its links, so it
-can hide kernel error that this figure shows). Cases whose
-prediction rests on a calibration of another kernel build are shown and left out of the
-summary. With --check DOC, exits 1 unless DOC contains the printed table verbatim (the ctest
+and backward), the (rank, step) kernel times pooled over every cell of every case, and the
+busiest rank's kernel time per case and pass (the largest per-rank sum of measured kernel times
+against the largest predicted one: the layer time of a ring whose hops are exposed is set by its
+links, so it can hide kernel error that this figure shows). Cases whose prediction rests on a
+calibration of another kernel build are shown and left out of the summary. With --check DOC, exits 1 unless DOC contains the printed table verbatim (the ctest
 `validation_matrix_table` keeps the page generated). Case names carry what the JSON does not
 (model, block, recall, head parallelism): m<id>-<model>-<attention>-<layout>-<N>k-w<W>-<ring>-b<block>[-r<recall>]-hp<h>.
 """

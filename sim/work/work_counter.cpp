@@ -50,6 +50,49 @@ struct ColumnTotals {
   }
 };
 
+/// The sweeps' inner loop: `members` query blocks, `stride` apart in `visible` from `visible_at`,
+/// each seeing visible + the running sum of `diff` (minus the covered columns) columns; zeroes
+/// what it reads of `diff`. Shifts as template arguments: a shift by a register costs several
+/// micro-operations, and this loop runs once per query block of every rank pair and head.
+template <int kChunkShift, int kItemShift>
+void sweep_fixed(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int64_t covered,
+                 ColumnTotals& totals) {
+  int64_t columns = 0;
+  int64_t chunks = 0;
+  int64_t lists = 0;
+  int64_t items = 0;
+  for (int64_t m = 0; m < members; ++m) {
+    covered += diff[m];
+    diff[m] = 0;
+    const int64_t c = std::max<int64_t>(visible_at[m * stride] + covered, 0);
+    columns += c;
+    chunks += (c + (int64_t{1} << kChunkShift) - 1) >> kChunkShift;
+    lists += c > 0 ? 1 : 0;
+    items += (c + (int64_t{1} << kItemShift) - 1) >> kItemShift;
+  }
+  totals.columns += columns;
+  totals.chunks += chunks;
+  totals.lists += lists;
+  totals.items += items;
+}
+
+void sweep_any(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int64_t covered,
+               int chunk_shift, int item_shift, ColumnTotals& totals) {
+  for (int64_t m = 0; m < members; ++m) {
+    covered += diff[m];
+    diff[m] = 0;
+    totals.add_shifted(visible_at[m * stride] + covered, chunk_shift, item_shift);
+  }
+}
+
+/// sweep_fixed for the common block sizes (64 and 128 keys, 64-column items), sweep_any otherwise.
+void sweep(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int64_t covered, int chunk_shift,
+           int item_shift, ColumnTotals& totals) {
+  if (item_shift == 6 && chunk_shift == 6) return sweep_fixed<6, 6>(diff, visible_at, members, stride, covered, totals);
+  if (item_shift == 6 && chunk_shift == 7) return sweep_fixed<7, 6>(diff, visible_at, members, stride, covered, totals);
+  sweep_any(diff, visible_at, members, stride, covered, chunk_shift, item_shift, totals);
+}
+
 }  // namespace
 
 WorkCounter::WorkCounter(const BlockGeometry& geometry)
@@ -121,6 +164,15 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
 }
 
 void WorkCounter::flatten_groups() {
+  const size_t q_classes = geo_.q_classes.size();
+  group_class_min_.resize(group_store_.size() * q_classes);
+  for (size_t g = 0; g < group_store_.size(); ++g) {
+    const int64_t i_min = group_store_[g].first_block;
+    for (size_t a = 0; a < q_classes; ++a) {
+      const BlockClass& qc = geo_.q_classes[a];
+      group_class_min_[g * q_classes + a] = i_min <= qc.first_block ? 0 : ceil_div(i_min - qc.first_block, qc.block_stride);
+    }
+  }
   const size_t k_classes = geo_.k_classes.size();
   const size_t ranks = key_columns_.size();
   flat_groups_.clear();
@@ -259,6 +311,7 @@ RunSet WorkCounter::present_offsets(const ClassPair& pair, int64_t count_b, int6
 void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& out) {
   out.run_lo.clear();
   out.run_end.clear();
+  out.run_from.assign(1, 0);
   out.prefix.assign(1, 0);
   out.base = 0;
   out.tiles = 0;
@@ -276,12 +329,17 @@ void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& 
     for (int64_t x = run.lo - out.base; x <= run.hi - out.base; ++x) out.prefix[static_cast<size_t>(x) + 1] = 1;
   }
   for (size_t x = 0; x < span; ++x) out.prefix[x + 1] += out.prefix[x];
+  out.run_from.assign(span + 1, 0);
   for (const Interval& run : out.mu.runs()) {
+    // Offsets past this run's end start from the next run.
+    const auto past = static_cast<size_t>(run.hi + 1 - out.base);
+    if (past <= span) out.run_from[past] = static_cast<int32_t>(out.run_lo.size() + 1);
     out.run_lo.push_back(run.lo);
     out.run_end.push_back(run.hi + 1);
     out.tiles += diagonal_pairs_sum(count_a, count_b, run.lo, run.hi);
     out.masked += diagonal_pairs_sum(count_a, count_b, run.lo, std::min(run.hi, mu_masked));
   }
+  for (size_t x = 1; x <= span; ++x) out.run_from[x] = std::max(out.run_from[x], out.run_from[x - 1]);
 }
 
 const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0) {
@@ -291,12 +349,12 @@ const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0
     return pair_scratch_[pair_index];
   }
   const int64_t key = x0 * static_cast<int64_t>(geo_.pairs.size()) + static_cast<int64_t>(pair_index);
-  const auto [it, inserted] = presence_index_.try_emplace(key, presence_store_.size());
+  const auto [index, inserted] = presence_index_.try_emplace(key, presence_store_.size());
   if (inserted) {
     presence_store_.emplace_back();
     compute_presence(pair, x0, presence_store_.back());
   }
-  return presence_store_[it->second];
+  return presence_store_[index];
 }
 
 RunSet WorkCounter::compute_listed_members(size_t chunk_pair_index, int64_t x0) {
@@ -331,9 +389,9 @@ const RunSet& WorkCounter::listed_members(size_t chunk_pair_index, int64_t x0) {
     return listed_scratch_[chunk_pair_index];
   }
   const int64_t key = x0 * static_cast<int64_t>(geo_.chunk_pairs.size()) + static_cast<int64_t>(chunk_pair_index);
-  const auto [it, inserted] = listed_index_.try_emplace(key, listed_store_.size());
+  const auto [index, inserted] = listed_index_.try_emplace(key, listed_store_.size());
   if (inserted) listed_store_.push_back(compute_listed_members(chunk_pair_index, x0));
-  return listed_store_[it->second];
+  return listed_store_[index];
 }
 
 int64_t WorkCounter::count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns) {
@@ -375,25 +433,25 @@ int64_t WorkCounter::first_visible_block(int32_t q_rank, int64_t global) const {
   return local >= geo_.layout.local_len() ? geo_.q_blocks : local / geo_.block_q;
 }
 
-void WorkCounter::cover_regular(int32_t k_class, int64_t member, int64_t i_min, int64_t count) {
+void WorkCounter::cover_regular(int32_t k_class, int64_t member, const int64_t* class_min, int64_t count) {
   const size_t k_class_count = geo_.k_classes.size();
   for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
     const BlockClass& qc = geo_.q_classes[a];
-    const int64_t a_min =
-        i_min <= qc.first_block ? 0 : (qc.block_stride == 1 ? i_min - qc.first_block : ceil_div(i_min - qc.first_block, qc.block_stride));
+    const int64_t a_min = class_min[a];
     const int64_t a_max = qc.members - 1;
     if (a_min > a_max) continue;
-    const std::vector<Interval>& runs = pair_presence_[a * k_class_count + static_cast<size_t>(k_class)]->mu.runs();
+    const Presence& presence = *pair_presence_[a * k_class_count + static_cast<size_t>(k_class)];
     // Members one block apart write straight into the per-block array; others into their class's.
     const bool direct = qc.block_stride == 1 || qc.members == 1;
     int64_t* diff = direct ? block_diff_.data() + qc.first_block : covered_diff_.data() + class_offset_[a];
     // Present tiles of this key block: q members a with a - member in a run of mu.
-    auto it = std::lower_bound(runs.begin(), runs.end(), a_min - member,
-                               [](const Interval& run, int64_t value) { return run.hi < value; });
-    for (; it != runs.end(); ++it) {
-      const int64_t a1 = std::max(a_min, member + it->lo);
+    const int64_t* const lo = presence.run_lo.data();
+    const int64_t* const end = presence.run_end.data();
+    const size_t runs = presence.run_lo.size();
+    for (size_t r = presence.first_run_from(a_min - member); r < runs; ++r) {
+      const int64_t a1 = std::max(a_min, member + lo[r]);
       if (a1 > a_max) break;
-      const int64_t a2 = std::min(a_max, member + it->hi);
+      const int64_t a2 = std::min(a_max, member + end[r] - 1);
       diff[a1] -= count;
       diff[a2 + 1] += count;
     }
@@ -532,10 +590,10 @@ void WorkCounter::count_columns_strided(int c, int32_t kv_rank, WorkCounts& coun
     covered_clean_ = true;
   }
   const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
+  const size_t q_classes = geo_.q_classes.size();
   for (const KeyBlockColumns& block : blocks) {
     for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
-      const ColumnGroup& group = group_store_[g];
-      cover_regular(block.k_class, block.member, group.first_block, group.count);
+      cover_regular(block.k_class, block.member, group_class_min_.data() + g * q_classes, group_store_[g].count);
     }
   }
   // Each class's members in order: the visible columns of the block (prefix counts of the
@@ -549,13 +607,8 @@ void WorkCounter::count_columns_strided(int c, int32_t kv_rank, WorkCounts& coun
     const BlockClass& qc = geo_.q_classes[a];
     int64_t* const diff = covered_diff_.data() + class_offset_[a];
     const int64_t first = from <= qc.first_block ? 0 : std::min(qc.members, ceil_div(from - qc.first_block, qc.block_stride));
-    int64_t covered = 0;
-    int64_t i = qc.first_block + first * qc.block_stride;
-    for (int64_t m = first; m < qc.members; ++m, i += qc.block_stride) {
-      covered += diff[m];
-      diff[m] = 0;
-      totals.add_shifted(visible[i] + covered, block_k_shift_, item_shift_);
-    }
+    sweep(diff + first, visible + qc.first_block + first * qc.block_stride, qc.members - first, qc.block_stride, 0,
+          block_k_shift_, item_shift_, totals);
     diff[qc.members] = 0;
   }
   totals.add_to(counts);
@@ -571,13 +624,8 @@ void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& coun
   const size_t key = static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c);
   const int32_t* const visible = visible_.data() + key * q_blocks;
   const auto from = static_cast<size_t>(visible_first_[key]);
-  int64_t minus_covered = 0;  // running sum of diff: minus the columns covered
   ColumnTotals totals;
-  for (size_t i = from; i < q_blocks; ++i) {
-    minus_covered += diff[i];
-    diff[i] = 0;
-    totals.add_shifted(visible[i] + minus_covered, block_k_shift_, item_shift_);
-  }
+  sweep(diff + from, visible + from, static_cast<int64_t>(q_blocks - from), 1, 0, block_k_shift_, item_shift_, totals);
   diff[q_blocks] = 0;
   totals.add_to(counts);
 }
@@ -611,7 +659,9 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
     for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
       const ColumnGroup& group = group_store_[g];
       block_diff_[static_cast<size_t>(group.first_block)] += group.count;
-      if (block.k_class >= 0 && strided_classes_) cover_regular(block.k_class, block.member, group.first_block, group.count);
+      if (block.k_class >= 0 && strided_classes_) {
+        cover_regular(block.k_class, block.member, group_class_min_.data() + g * geo_.q_classes.size(), group.count);
+      }
       if (block.k_class < 0 || !geo_.irregular_q_blocks.empty()) {
         cover_direct(q_rank, kv_rank, block.block, group.first_block, block.k_class >= 0, group.count);
       }

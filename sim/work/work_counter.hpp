@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "sim/work/block_geometry.hpp"
+#include "sim/work/flat_index_map.hpp"
 #include "sim/work/kept_pattern.hpp"
 #include "sim/work/run_set.hpp"
 #include "sim/work/work_counts.hpp"
@@ -84,6 +85,14 @@ class WorkCounter {
       const int64_t from = lo - base > 0 ? lo - base : 0;
       const int64_t to = hi - base + 1 < span() ? hi - base + 1 : span();  // exclusive
       return from >= to ? 0 : prefix[static_cast<size_t>(to)] - prefix[static_cast<size_t>(from)];
+    }
+    /// run_from[x] = index of the first run ending at or after base + x (x in [0, span]): where a
+    /// scan of the runs from a member offset starts, without a binary search.
+    std::vector<int32_t> run_from;
+    size_t first_run_from(int64_t mu_value) const {
+      const int64_t x = mu_value - base;
+      if (x <= 0) return 0;
+      return x >= span() ? run_lo.size() : static_cast<size_t>(run_from[static_cast<size_t>(x)]);
     }
     int64_t tiles = 0;
     int64_t masked = 0;
@@ -143,8 +152,9 @@ class WorkCounter {
   /// Closed-form column count for rank pairs with few visible columns; false if not applicable.
   bool count_columns_sparse(int c, int32_t kv_rank, WorkCounts& counts);
   /// Subtracts `count` columns of regular key block `member` of `k_class` from every regular query
-  /// block at or after `i_min` whose tile list holds that key block.
-  void cover_regular(int32_t k_class, int64_t member, int64_t i_min, int64_t count);
+  /// block at or after the group's first visible block whose tile list holds that key block;
+  /// `class_min` holds, per query class, the first member at or after that block.
+  void cover_regular(int32_t k_class, int64_t member, const int64_t* class_min, int64_t count);
   void group_columns(int32_t owner, std::vector<int64_t>& locals, std::vector<int64_t>& globals);
   /// The same by tile-by-tile checks, for irregular query blocks (or every query block when the
   /// key block is irregular).
@@ -158,10 +168,10 @@ class WorkCounter {
   std::vector<int64_t> widths_;   ///< widths with a cached dilation
   std::vector<RunSet> dilations_;
   bool memoize_ = true;
-  std::unordered_map<int64_t, size_t> presence_index_;
+  FlatIndexMap presence_index_;
   std::deque<Presence> presence_store_;   ///< deque: stable addresses for pair_presence_
   std::vector<Presence> pair_scratch_;    ///< per class pair when not memoizing
-  std::unordered_map<int64_t, size_t> listed_index_;  ///< (x0, chunk pair) -> listed_store_ entry
+  FlatIndexMap listed_index_;  ///< (x0, chunk pair) -> listed_store_ entry
   std::deque<RunSet> listed_store_;
   std::vector<RunSet> listed_scratch_;    ///< per chunk pair when not memoizing
   std::vector<Interval> listed_scratch_runs_;
@@ -170,6 +180,9 @@ class WorkCounter {
   // Kept columns by owner rank.
   std::vector<std::vector<KeyBlockColumns>> key_columns_;
   std::vector<ColumnGroup> group_store_;
+  /// Per group of group_store_ and query class: the first member at or after the group's first
+  /// visible block ([group x query classes + class]; computed once per head by flatten_groups).
+  std::vector<int64_t> group_class_min_;
   std::vector<int64_t> total_visible_;  ///< [owner][case]: columns visible to ranks of the case
   /// A group of columns of one regular key block, flattened for the covering loop.
   struct FlatGroup {

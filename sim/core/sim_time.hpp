@@ -11,10 +11,20 @@ namespace sparsering {
 /// Simulated time or duration in nanoseconds.
 using SimNs = int64_t;
 
+/// Throws the InputError of round_to_ns for `nanoseconds` (out of line: the check is inline).
+[[noreturn]] void throw_bad_duration(double nanoseconds);
+
 /// The one rounding function: a duration in (real-valued) nanoseconds to SimNs, rounded to the
 /// nearest integer, halves away from zero. Throws InputError for NaN, infinities, negative values
-/// and values beyond 2^62 ns (146 years), which only bad inputs can produce.
-SimNs round_to_ns(double nanoseconds);
+/// and values beyond 2^62 ns (146 years), which only bad inputs can produce. Inline and without a
+/// libm call: the simulator and the tuner's bounds round every cell of every ring step. For
+/// x in [0, 2^62] the truncation is the floor and x - floor(x) is exact, so this is llround(x).
+inline SimNs round_to_ns(double nanoseconds) {
+  constexpr double kLimit = 4.611686018427387904e18;  // 2^62
+  if (!(nanoseconds >= 0.0 && nanoseconds <= kLimit)) throw_bad_duration(nanoseconds);  // NaN fails both
+  const auto whole = static_cast<SimNs>(nanoseconds);
+  return whole + (nanoseconds - static_cast<double>(whole) >= 0.5 ? 1 : 0);
+}
 
 /// round_to_ns(microseconds x 1e3).
 inline SimNs ns_from_us(double microseconds) { return round_to_ns(microseconds * 1e3); }

@@ -129,17 +129,7 @@ SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_
 }
 
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, const LaunchGeometry& launch) {
-  if (work.tiles == 0 && work.column_chunks == 0) return 0;
-  const int64_t heads = launch.heads;
-  return ns_from_us(c.launch_us + c.per_list_us * static_cast<double>(work.lists) +
-                    c.per_tile_us * static_cast<double>(work.tiles) +
-                    c.per_vertical_chunk_us * static_cast<double>(work.column_chunks) +
-                    c.per_head_us * static_cast<double>(heads) +
-                    c.per_key_list_us * static_cast<double>(work.key_lists) +
-                    c.per_column_list_us * static_cast<double>(work.column_lists) +
-                    c.per_column_item_us * static_cast<double>(work.column_items) +
-                    c.per_column_us * static_cast<double>(work.columns) +
-                    c.per_key_block_us * static_cast<double>(launch.key_blocks()));
+  return KernelTimer(c, launch)(work);
 }
 
 GemmCostModel make_gemm_cost_model(const GpuConfig& gpu, const RooflineAssumptions& assumptions) {

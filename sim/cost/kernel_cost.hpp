@@ -100,6 +100,32 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
 /// the backward's units) on a launch of shape `launch` with `c` (rounded once). 0 if no work.
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, const LaunchGeometry& launch);
 
+/// kernel_time_ns with the coefficients and the launch fixed, for loops over the cells of a ring:
+/// the launch's terms are converted once and the sum is inline. The same arithmetic in the same
+/// order, so the same nanoseconds as kernel_time_ns.
+class KernelTimer {
+ public:
+  /// Throws InputError for an invalid launch (LaunchGeometry::key_blocks).
+  KernelTimer(const KernelCoefficients& c, const LaunchGeometry& launch)
+      : c_(c), heads_(static_cast<double>(launch.heads)), key_blocks_(static_cast<double>(launch.key_blocks())) {}
+
+  SimNs operator()(const WorkCounts& work) const {
+    if (work.tiles == 0 && work.column_chunks == 0) return 0;
+    return ns_from_us(c_.launch_us + c_.per_list_us * static_cast<double>(work.lists) +
+                      c_.per_tile_us * static_cast<double>(work.tiles) +
+                      c_.per_vertical_chunk_us * static_cast<double>(work.column_chunks) + c_.per_head_us * heads_ +
+                      c_.per_key_list_us * static_cast<double>(work.key_lists) +
+                      c_.per_column_list_us * static_cast<double>(work.column_lists) +
+                      c_.per_column_item_us * static_cast<double>(work.column_items) +
+                      c_.per_column_us * static_cast<double>(work.columns) + c_.per_key_block_us * key_blocks_);
+  }
+
+ private:
+  KernelCoefficients c_;
+  double heads_;
+  double key_blocks_;
+};
+
 /// The same for `heads` heads without the launch's K/V geometry: the per-key-block term is left
 /// out, so this is a lower bound of the full model (what bounds that do not know the chunk use).
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);

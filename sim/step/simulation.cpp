@@ -639,14 +639,16 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
     RingInput& input = class_inputs_[c];
     input.compute_ns.resize(ww * ww);
     std::vector<SimNs> backward_compute(ww * ww);
+    const KernelTimer forward_time(cost_.forward, launch_);
+    const KernelTimer backward_time(cost_.backward, launch_);
     for (int32_t p = 0; p < w; ++p) {
       SimNs rank_fwd = 0;
       SimNs rank_bwd = 0;
       for (int32_t t = 0; t < w; ++t) {
         const WorkCounts& cell = matrix.at(p, source_[static_cast<size_t>(p) * ww + static_cast<size_t>(t)]);
         const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
-        input.compute_ns[at] = kernel_time_ns(cost_.forward, cell, launch_);
-        backward_compute[at] = kernel_time_ns(cost_.backward, cell, launch_);
+        input.compute_ns[at] = forward_time(cell);
+        backward_compute[at] = backward_time(cell);
         rank_fwd += input.compute_ns[at];
         rank_bwd += backward_compute[at];
       }

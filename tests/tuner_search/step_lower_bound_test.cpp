@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "sim/step/simulation.hpp"
@@ -29,8 +30,8 @@ struct Inputs {
 };
 
 Inputs make_setup(int64_t nodes, int64_t gpus, int64_t racks, bool roofline, uint64_t seed, int64_t vertical_scale,
-                  bool backward_units = false) {
-  Inputs s{testing::tiny_model(), testing::test_cluster(nodes, gpus, 80, racks, roofline, backward_units), 8192, {}, {}};
+                  bool backward_units = false, ModelConfig model = testing::tiny_model()) {
+  Inputs s{std::move(model), testing::test_cluster(nodes, gpus, 80, racks, roofline, backward_units), 8192, {}, {}};
   s.trace = testing::tiny_trace(s.model, s.seq_len, seed, vertical_scale);
   s.patterns = select_patterns(s.trace, 0, RecallSettings{});
   for (KeptPattern& p : s.patterns.patterns) p = normalize_pattern(p, s.seq_len);
@@ -104,6 +105,12 @@ TEST(StepLowerBound, BoundsTheSimulationWhenTheBackwardIsChargedInItsUnits) {
   check_bounds(make_setup(1, 4, 0, false, 18, 20, true), 120, 6);
   check_bounds(make_setup(4, 2, 2, false, 19, 3, true), 120, 7);
   check_bounds(make_setup(2, 4, 0, false, 20, 5, true), 60, 8, 2);  // two sequences per micro batch
+}
+
+TEST(StepLowerBound, BoundsTheSimulationWithManyHeadGroups) {
+  // 16 query heads on 16 GPUs: up to 16 head groups, so the cell bounds after the first refine
+  // only the busiest groups of each layer and keep the others' weaker terms.
+  check_bounds(make_setup(2, 8, 0, false, 21, 5, true, testing::tiny_model(2, 16, 4)), 120, 9);
 }
 
 TEST(StepLowerBound, CountedLayersRaiseTheBoundAndStillBoundTheSimulation) {

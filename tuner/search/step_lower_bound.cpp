@@ -86,12 +86,15 @@ struct StepLowerBound::GeometryTerms {
 
 namespace {
 
-/// The head group with the busiest rank of one layer and direction (the first on ties): any
-/// group's ring pass bounds the layer, which waits for every group.
-int64_t busiest_group(const std::vector<SimNs>& sums, int64_t groups, size_t ranks, int64_t layer) {
+/// The head group with the busiest rank of one layer and direction (the first on ties), among the
+/// (layer, group) entries `among` marks if given: any group's ring pass bounds the layer, which
+/// waits for every group.
+int64_t busiest_group(const std::vector<SimNs>& sums, int64_t groups, size_t ranks, int64_t layer,
+                      const std::vector<char>* among = nullptr) {
   int64_t group = 0;
   SimNs most = -1;
   for (int64_t g = 0; g < groups; ++g) {
+    if (among != nullptr && (*among)[static_cast<size_t>(layer * groups + g)] == 0) continue;
     for (size_t p = 0; p < ranks; ++p) {
       const SimNs v = sums[static_cast<size_t>(layer * groups + g) * ranks + p];
       if (v > most) {
@@ -104,15 +107,17 @@ int64_t busiest_group(const std::vector<SimNs>& sums, int64_t groups, size_t ran
 }
 
 /// Copies the busiest group's cells of `layers` layers (cells [(layer x groups + group) x W^2])
-/// into `out` ([layer x W^2]), per direction.
+/// into `out` ([layer x W^2]), per direction; with `among`, the busiest of the (layer, group)
+/// entries it marks (the ones whose cells were computed).
 void keep_busiest(const std::vector<SimNs>& sums_f, const std::vector<SimNs>& sums_b, const std::vector<SimNs>& all_f,
                   const std::vector<SimNs>& all_b, int64_t groups, size_t w, const std::vector<int64_t>& layers,
-                  const std::vector<int64_t>& sum_layers, std::vector<SimNs>& out_f, std::vector<SimNs>& out_b) {
+                  const std::vector<int64_t>& sum_layers, std::vector<SimNs>& out_f, std::vector<SimNs>& out_b,
+                  const std::vector<char>* among = nullptr) {
   out_f.assign(layers.size() * w * w, 0);
   out_b.assign(layers.size() * w * w, 0);
   for (size_t k = 0; k < layers.size(); ++k) {
-    const auto gf = static_cast<size_t>(busiest_group(sums_f, groups, w, sum_layers[k]));
-    const auto gb = static_cast<size_t>(busiest_group(sums_b, groups, w, sum_layers[k]));
+    const auto gf = static_cast<size_t>(busiest_group(sums_f, groups, w, sum_layers[k], among));
+    const auto gb = static_cast<size_t>(busiest_group(sums_b, groups, w, sum_layers[k], among));
     const size_t from = static_cast<size_t>(layers[k] * groups);
     std::copy_n(all_f.begin() + static_cast<std::ptrdiff_t>((from + gf) * w * w), w * w,
                 out_f.begin() + static_cast<std::ptrdiff_t>(k * w * w));
@@ -495,16 +500,38 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   const int64_t per_group = model_.q_heads / t.groups;
   const int64_t batch = template_.micro_batch_sequences;
   const LaunchGeometry launch = launch_of(g, t.groups);
+  const KernelTimer forward_time(cost.forward, launch);
+  const KernelTimer backward_time(cost.backward, launch);
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(layers * t.groups) * w;
   const bool keep_cells = strength >= kStrong;
-  std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
+  // Which (layer, group) entries to bound: every one the first time; once a bound exists, per layer
+  // the groups busiest in either direction under it. The layer waits for every group, so any
+  // subset bounds it; the other groups keep their current (weaker, still valid) terms, and the
+  // busiest group under the new bound is among the bounded ones unless a weaker term beats it.
+  std::vector<char> bounded(static_cast<size_t>(layers * t.groups), t.refined == 0 || t.groups <= 2 ? 1 : 0);
+  if (t.refined > 0 && t.groups > 2) {
+    for (int64_t l = 0; l < layers; ++l) {
+      bounded[static_cast<size_t>(l * t.groups + busiest_group(t.sum_f, t.groups, w, l))] = 1;
+      bounded[static_cast<size_t>(l * t.groups + busiest_group(t.sum_b, t.groups, w, l))] = 1;
+    }
+  }
+  std::vector<int64_t> todo;
+  for (int64_t index = 0; index < layers * t.groups; ++index) {
+    if (bounded[static_cast<size_t>(index)] != 0) todo.push_back(index);
+  }
+  const bool partial = static_cast<int64_t>(todo.size()) < layers * t.groups;
+  std::vector<SimNs> sum_f = partial ? t.sum_f : std::vector<SimNs>(cells, 0);
+  std::vector<SimNs> own_f = partial ? t.own_f : std::vector<SimNs>(cells, 0);
+  std::vector<SimNs> sum_b = partial ? t.sum_b : std::vector<SimNs>(cells, 0);
+  std::vector<SimNs> own_b = partial ? t.own_b : std::vector<SimNs>(cells, 0);
   auto kept = std::make_shared<CellTimes>();
   if (keep_cells) {
     kept->forward.assign(cells * w, 0);
     kept->backward.assign(cells * w, 0);
   }
-  parallel_for(layers * t.groups, threads, [&](int64_t index) {
+  parallel_for(static_cast<int64_t>(todo.size()), threads, [&](int64_t k) {
+    const int64_t index = todo[static_cast<size_t>(k)];
     const int64_t l = index / t.groups;
     const int64_t group = index % t.groups;
     std::vector<const KeptPattern*> heads;
@@ -523,8 +550,8 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
       for (size_t src = 0; src < w; ++src) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         cell *= batch;
-        const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
-        const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
+        const SimNs cf = forward_time(cell);
+        const SimNs cb = backward_time(cell);
         f += cf;
         b += cb;
         if (keep_cells) {
@@ -548,7 +575,7 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
     for (int64_t l = 0; l < layers; ++l) all_layers[static_cast<size_t>(l)] = l;
     auto busiest = std::make_shared<CellTimes>();
     keep_busiest(t.sum_f, t.sum_b, kept->forward, kept->backward, t.groups, w, all_layers, all_layers, busiest->forward,
-                 busiest->backward);
+                 busiest->backward, &bounded);
     kept.reset();
     remember_cells(geometry, std::move(busiest));
   }
@@ -628,7 +655,7 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
     cell.tiles = tiles * batch;
     cell.lists = lists * batch;
     cell.key_lists = keys * batch;
-    return kernel_time_ns(c, cell, launch);
+    return KernelTimer(c, launch)(cell);
   };
   parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
     const int64_t l = index / t.groups;
@@ -705,6 +732,8 @@ void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
   const int64_t per_group = model_.q_heads / t.groups;
   const int64_t batch = template_.micro_batch_sequences;
   const LaunchGeometry launch = launch_of(g, t.groups);
+  const KernelTimer forward_time(cost.forward, launch);
+  const KernelTimer backward_time(cost.backward, launch);
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
   std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
@@ -723,8 +752,8 @@ void StepLowerBound::tiles_from_cells(int32_t geometry, int threads) {
       for (size_t src = 0; src < w; ++src) {
         WorkCounts cell = bound.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
         cell *= batch;
-        const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
-        const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
+        const SimNs cf = forward_time(cell);
+        const SimNs cb = backward_time(cell);
         sum_f[static_cast<size_t>(index) * w + p] += cf;
         sum_b[static_cast<size_t>(index) * w + p] += cb;
         if (src == p) {
@@ -880,6 +909,8 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
   if (t.refined < kTiles) refine(geometry, threads, kTiles);
   const AttentionCostModel& cost = cost_.at(g.block);
   const LaunchGeometry launch = launch_of(g, t.groups);
+  const KernelTimer forward_time(cost.forward, launch);
+  const KernelTimer backward_time(cost.backward, launch);
   const auto w = static_cast<size_t>(t.ranks);
   const bool keep_cells = t.ranks <= kMaxRingBoundRanks;
   std::vector<CellTimes> cells(layers.size());
@@ -897,8 +928,8 @@ void StepLowerBound::add_exact_layers(int32_t geometry, const std::vector<int64_
         SimNs b = 0;
         for (size_t src = 0; src < w; ++src) {
           const WorkCounts& cell = matrix.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-          const SimNs cf = kernel_time_ns(cost.forward, cell, launch);
-          const SimNs cb = kernel_time_ns(cost.backward, cell, launch);
+          const SimNs cf = forward_time(cell);
+          const SimNs cb = backward_time(cell);
           f += cf;
           b += cb;
           if (keep_cells) {

@@ -463,8 +463,15 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   const bool power_of_two = (int64_t{1} << block_shift) == block;
   // The owner of every block, looked up instead of divided out in the loops below.
   std::vector<int32_t> owner_of(static_cast<size_t>(m.blocks));
+  // Units in order: periodic layouts cycle through the ranks, zigzag goes up then down (no division).
+  int32_t cycle = 0;
   for (int64_t unit = 0, x = 0; x < m.blocks; ++unit) {
-    const auto owner = static_cast<int32_t>(m.owner(unit * m.g));
+    int32_t owner = cycle;
+    if (m.zigzag) {
+      owner = static_cast<int32_t>(unit < m.ranks ? unit : 2 * m.ranks - 1 - unit);
+    } else if (++cycle == m.ranks) {
+      cycle = 0;
+    }
     for (int64_t i = 0; i < m.g && x < m.blocks; ++i, ++x) owner_of[static_cast<size_t>(x)] = owner;
   }
   std::vector<int64_t> counted_columns(ww * ww, 0);  // [p x W + src]: visible minus covered, per head
@@ -472,7 +479,7 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     for (auto& list : column_blocks) list.clear();
     for (const int64_t v : heads[hi]->vertical_positions) {
-      const int64_t key_block = v / block;
+      const int64_t key_block = power_of_two ? v >> block_shift : v / block;
       column_blocks[static_cast<size_t>(owner_of[static_cast<size_t>(key_block)])].push_back(key_block);
     }
     const std::vector<int64_t>& d_set = *diagonals[hi];

@@ -210,3 +210,42 @@ TEST(WorkLowerBound, ExactTileCasesAndRejects) {
 
 }  // namespace
 }  // namespace sparsering
+
+namespace sparsering {
+namespace {
+
+TEST(WorkLowerBound, RowSumsEqualTheCellsSummed) {
+  // Random tables of both closed forms, including zeros (cells without tiles).
+  std::mt19937_64 rng = testing_support::test_rng();
+  std::uniform_int_distribution<int64_t> value(0, 50);
+  std::bernoulli_distribution zero(0.3);
+  for (const RankPairTiles::Form form : {RankPairTiles::Form::offset, RankPairTiles::Form::zigzag}) {
+    for (const int32_t w : {1, 2, 3, 8, 17}) {
+      RankPairTiles t;
+      t.form = form;
+      t.ranks = w;
+      const size_t entries = form == RankPairTiles::Form::zigzag ? static_cast<size_t>(2 * w) : static_cast<size_t>(2 * w - 1);
+      for (std::vector<int64_t>* v : {&t.table, &t.lists, &t.keys}) {
+        v->resize(entries);
+        for (int64_t& x : *v) x = zero(rng) ? 0 : value(rng);
+      }
+      for (int32_t q = 0; q < w; ++q) {
+        RankPairTiles::RowSums expected;
+        for (int32_t kv = 0; kv < w; ++kv) {
+          expected.tiles += t.at(q, kv);
+          expected.cells_with_tiles += t.at(q, kv) > 0 ? 1 : 0;
+          expected.lists += t.lists_at(q, kv);
+          expected.keys += t.keys_at(q, kv);
+        }
+        const RankPairTiles::RowSums got = t.row_sums(q);
+        EXPECT_EQ(got.tiles, expected.tiles) << "W " << w << " q " << q;
+        EXPECT_EQ(got.cells_with_tiles, expected.cells_with_tiles) << "W " << w << " q " << q;
+        EXPECT_EQ(got.lists, expected.lists) << "W " << w << " q " << q;
+        EXPECT_EQ(got.keys, expected.keys) << "W " << w << " q " << q;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sparsering

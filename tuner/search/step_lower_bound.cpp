@@ -703,18 +703,12 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       return std::max<SimNs>(0, static_cast<SimNs>(std::floor(total)));
     };
     for (size_t p = 0; p < w; ++p) {
-      int64_t nonzero = 0;
-      int64_t tiles = 0;
-      int64_t lists = 0;
-      int64_t keys = 0;
-      for (size_t src = 0; src < w; ++src) {
-        const int64_t x = table.at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-        nonzero += x > 0 ? 1 : 0;
-        tiles += x;
-        lists += table.lists_at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-        keys += table.keys_at(static_cast<int32_t>(p), static_cast<int32_t>(src));
-      }
       const auto pp = static_cast<int32_t>(p);
+      const RankPairTiles::RowSums row = table.row_sums(pp);
+      const int64_t nonzero = row.cells_with_tiles;
+      const int64_t tiles = row.tiles;
+      const int64_t lists = row.lists;
+      const int64_t keys = row.keys;
       const int64_t own = table.at(pp, pp);
       own_f[base + p] = cell_time(cost.forward, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
       own_b[base + p] = cell_time(cost.backward, own, table.lists_at(pp, pp), table.keys_at(pp, pp));

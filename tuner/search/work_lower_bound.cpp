@@ -910,6 +910,41 @@ int64_t RankPairTiles::keys_at(int32_t q, int32_t kv) const {
   return zigzag_cell(keys, ranks, q, kv, UnitTerms::larger_per_key_unit);
 }
 
+RankPairTiles::RowSums RankPairTiles::row_sums(int32_t q) const {
+  RowSums sums;
+  const int32_t w = ranks;
+  if (form != Form::zigzag) {
+    for (int32_t kv = 0; kv < w; ++kv) {
+      const int64_t x = at(q, kv);
+      sums.tiles += x;
+      sums.cells_with_tiles += x > 0 ? 1 : 0;
+      sums.lists += lists_at(q, kv);
+      sums.keys += keys_at(q, kv);
+    }
+    return sums;
+  }
+  // zigzag_cell's four terms without its checks: q's first row unit q never reaches kv's second key
+  // unit 2W - 1 - kv (e = q + kv - 2W + 1 < 0), its second unit 2W - 1 - q reaches kv's first at
+  // e = 2W - 1 - q - kv in [1, 2W - 1], and the remaining two meet at e = q - kv or kv - q, whichever
+  // is not negative. Every entry is a count (>= 0), so a max with an absent term is the other term.
+  const int64_t* const t = table.data();
+  const int64_t* const l = lists.data();
+  const int64_t* const k = keys.data();
+  const auto add = [&](int64_t first, int64_t cross, int64_t second) {
+    // first: (row unit q, key unit kv) or 0; cross: (2W - 1 - q, kv); second: (2W - 1 - q, 2W - 1 - kv) or 0.
+    const int64_t x = (first >= 0 ? t[first] : 0) + t[cross] + (second >= 0 ? t[second] : 0);
+    sums.tiles += x;
+    sums.cells_with_tiles += x > 0 ? 1 : 0;
+    sums.lists += (first >= 0 ? l[first] : 0) + std::max(l[cross], second >= 0 ? l[second] : 0);
+    sums.keys += std::max(first >= 0 ? k[first] : 0, k[cross]) + (second >= 0 ? k[second] : 0);
+  };
+  for (int32_t kv = 0; kv < w; ++kv) {
+    const int64_t cross = 2 * static_cast<int64_t>(w) - 1 - q - kv;
+    add(kv <= q ? q - kv : -1, cross, kv >= q ? kv - q : -1);
+  }
+  return sums;
+}
+
 RankPairTiles& RankPairTiles::operator+=(const RankPairTiles& other) {
   require(form == other.form && ranks == other.ranks && table.size() == other.table.size() &&
               lists.size() == other.lists.size() && keys.size() == other.keys.size(),

@@ -123,6 +123,16 @@ struct RankPairTiles {
   int64_t lists_at(int32_t q, int32_t kv) const;
   /// The key lists bound of that cell (only keys with a tile: a cell with keys > 0 has tiles > 0).
   int64_t keys_at(int32_t q, int32_t kv) const;
+  /// Sums over the K/V ranks of one q rank's cells: tiles, lists and keys bounds, and the cells
+  /// with a tile.
+  struct RowSums {
+    int64_t tiles = 0;
+    int64_t lists = 0;
+    int64_t keys = 0;
+    int64_t cells_with_tiles = 0;
+  };
+  /// at, lists_at and keys_at of (q, kv) summed over kv. Precondition: form != none.
+  RowSums row_sums(int32_t q) const;
   /// Adds the table of heads of other K/V heads (tiles, lists and keys add up).
   RankPairTiles& operator+=(const RankPairTiles& other);
   /// Adds the table of another head of the same K/V head: tiles and lists add up, keys take the

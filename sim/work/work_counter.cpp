@@ -198,6 +198,16 @@ void WorkCounter::flatten_groups() {
   const auto q_blocks = static_cast<size_t>(geo_.q_blocks);
   if (visible_.size() != ranks * 3 * q_blocks) visible_.assign(ranks * 3 * q_blocks, 0);
   visible_first_.assign(ranks * 3, geo_.q_blocks);
+  visible_pairs_.assign(ranks * 3, 0);
+  for (size_t owner = 0; owner < ranks; ++owner) {
+    for (const KeyBlockColumns& block : key_columns_[owner]) {
+      for (size_t c = 0; c < 3; ++c) {
+        for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
+          visible_pairs_[owner * 3 + c] += group_store_[g].count * (geo_.q_blocks - group_store_[g].first_block);
+        }
+      }
+    }
+  }
   for (size_t owner = 0; owner < ranks; ++owner) {
     const std::vector<KeyBlockColumns>& blocks = key_columns_[owner];
     for (size_t c = 0; c < 3; ++c) {
@@ -511,22 +521,30 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
       }
     }
   }
-  int64_t columns = 0;
   int64_t chunks = -fully_covered;
   for (const BlockClass& qc : geo_.q_classes) {
     chunks += std::max<int64_t>(0, qc.first_block + qc.members - std::max(qc.first_block, first_group.first_block));
   }
-  for (const KeyBlockColumns& block : blocks) {
-    for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
-      const ColumnGroup& group = group_store_[g];
+  // Columns: the visible (column, query block) pairs less the covered ones, a group's columns
+  // covered on the query members of each class whose tile list holds their key block (the flat
+  // groups of each key class share one presence set per query class).
+  const size_t key = static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c);
+  int64_t columns = visible_pairs_[key];
+  const size_t* flat_begin = flat_begin_.data() + key * (k_class_count + 1);
+  for (size_t b = 0; b < k_class_count; ++b) {
+    const FlatGroup* const groups_begin = flat_groups_.data() + flat_begin[b];
+    const FlatGroup* const groups_end = flat_groups_.data() + flat_begin[b + 1];
+    if (groups_begin == groups_end) continue;
+    for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+      const BlockClass& qc = geo_.q_classes[a];
+      const Presence& presence = *pair_presence_[a * k_class_count + b];
+      if (presence.mu.empty()) continue;
       int64_t covered = 0;
-      for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
-        const BlockClass& qc = geo_.q_classes[a];
-        const Presence& presence = *pair_presence_[a * k_class_count + static_cast<size_t>(block.k_class)];
-        const int64_t a_min = std::max<int64_t>(0, group.first_block - qc.first_block);
-        covered += presence.count(a_min - block.member, qc.members - 1 - block.member);
+      for (const FlatGroup* g = groups_begin; g != groups_end; ++g) {
+        const int64_t a_min = std::max<int64_t>(0, g->first_block - qc.first_block);
+        covered += g->count * presence.count(a_min - g->member, qc.members - 1 - g->member);
       }
-      columns += group.count * (geo_.q_blocks - group.first_block - covered);
+      columns -= covered;
     }
   }
   counts.columns += columns;
@@ -776,17 +794,25 @@ void WorkCounter::mark_key_blocks(int32_t q_rank, int32_t kv_rank) {
 void WorkCounter::regular_key_bits(uint64_t* bits) {
   // Key member b of class B has a tile iff a - b is a present offset for some member a of some
   // query class A: the present offsets [lo, hi] of (A, B) give b in [-hi, members(A) - 1 - lo]
-  // (a sum of two integer intervals is an interval). The intervals of a class are merged before
-  // their bits are set. Irregular blocks are checked tile by tile (count_pair).
+  // (a sum of two integer intervals is an interval). Classes one block apart set each interval's
+  // bits a word at a time; the intervals of a strided class are merged first, so a member that
+  // many pairs hit is set once. Irregular blocks are checked tile by tile (count_pair).
   key_member_intervals_.resize(geo_.k_classes.size());
   for (size_t p = 0; p < geo_.pairs.size(); ++p) {
     const ClassPair& pair = geo_.pairs[p];
     const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
-    const int64_t members_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
+    const BlockClass& kc = geo_.k_classes[static_cast<size_t>(pair.k_class)];
+    const int64_t members_b = kc.members;
+    const bool contiguous = kc.block_stride == 1;
     for (const Interval& run : pair_presence_[p]->mu.runs()) {
       const int64_t lo = std::max<int64_t>(0, -run.hi);
       const int64_t hi = std::min(members_b - 1, count_a - 1 - run.lo);
-      if (lo <= hi) key_member_intervals_[static_cast<size_t>(pair.k_class)].emplace_back(lo, hi);
+      if (lo > hi) continue;
+      if (contiguous) {
+        set_key_bits(bits, kc.first_block + lo, kc.first_block + hi);
+      } else {
+        key_member_intervals_[static_cast<size_t>(pair.k_class)].emplace_back(lo, hi);
+      }
     }
   }
   for (size_t k = 0; k < geo_.k_classes.size(); ++k) {

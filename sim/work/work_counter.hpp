@@ -198,6 +198,8 @@ class WorkCounter {
   /// visible_first_[owner x 3 + case] = the first query block that sees any (q_blocks if none).
   std::vector<int32_t> visible_;
   std::vector<int64_t> visible_first_;
+  /// (column, query block) pairs in which a column of (owner, case) is visible: [owner x 3 + case].
+  std::vector<int64_t> visible_pairs_;
   /// Fills flat_groups_, flat_begin_, visible_ and visible_first_ from the column groups.
   void flatten_groups();
   // Scratch for the column count.

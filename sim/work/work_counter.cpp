@@ -186,7 +186,7 @@ void WorkCounter::flatten_groups() {
         for (const KeyBlockColumns& block : key_columns_[owner]) {
           if (block.k_class != static_cast<int32_t>(b)) continue;
           for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
-            flat_groups_.push_back(FlatGroup{block.member, group_store_[g].first_block, group_store_[g].count});
+            flat_groups_.push_back(FlatGroup{block.member, group_store_[g].first_block, group_store_[g].count, g});
           }
         }
       }
@@ -482,24 +482,26 @@ void WorkCounter::cover_direct(int32_t q_rank, int32_t kv_rank, int64_t j, int64
 }
 
 bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& counts) {
-  // Valid when every query block is regular and one block apart from the next member of its class,
-  // and the rank pair has at most block_k visible columns: then each query block gathers at most
-  // one chunk, so chunks = blocks with a visible column that no tile covers. Blocks that see a
-  // column are those from the first group's block on; a block with visible columns is fully covered
-  // only if it is covered for the first group, so only those candidates are checked.
-  if (strided_classes_ || !geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty()) return false;
+  // Valid when every query and key block is regular and the rank pair has at most block_k (and at
+  // most column_item) visible columns: then each query block gathers at most one chunk and one
+  // item, so chunks = blocks with a visible column that no tile covers. Blocks that see a column
+  // are those from the first group's block on; a block with visible columns is fully covered only
+  // if it is covered for the first group, so only those candidates are checked. Query classes may
+  // be strided (members a stripe period apart): members map to blocks first + m x stride.
+  if (!geo_.irregular_q_blocks.empty() || !geo_.irregular_k_blocks.empty()) return false;
   if (total_visible_[static_cast<size_t>(kv_rank) * 3 + static_cast<size_t>(c)] > std::min(geo_.block_k, geo_.column_item)) {
     return false;
   }
   const std::vector<KeyBlockColumns>& blocks = key_columns_[static_cast<size_t>(kv_rank)];
   const size_t k_class_count = geo_.k_classes.size();
+  const size_t q_class_count = geo_.q_classes.size();
   const KeyBlockColumns& first_block = blocks.front();
-  const ColumnGroup& first_group = group_store_[first_block.begin[c]];
+  const int64_t* const first_min = group_class_min_.data() + first_block.begin[c] * q_class_count;
   int64_t fully_covered = 0;
   int64_t candidates_checked = 0;
-  for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
+  for (size_t a = 0; a < q_class_count; ++a) {
     const BlockClass& qc = geo_.q_classes[a];
-    const int64_t a_min = std::max<int64_t>(0, first_group.first_block - qc.first_block);
+    const int64_t a_min = first_min[a];
     const RunSet& mu = pair_presence_[a * k_class_count + static_cast<size_t>(first_block.k_class)]->mu;
     for (size_t r = mu.first_run_reaching(a_min - first_block.member); r < mu.runs().size(); ++r) {
       const int64_t lo = std::max(a_min, first_block.member + mu.runs()[r].lo);
@@ -508,7 +510,7 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
       candidates_checked += std::max<int64_t>(0, hi - lo + 1);
       if (candidates_checked > geo_.q_blocks / 4) return false;  // dense coverage: the sweep is cheaper
       for (int64_t m = lo; m <= hi; ++m) {
-        const int64_t i = qc.first_block + m;
+        const int64_t i = qc.first_block + m * qc.block_stride;
         bool covered = true;
         for (const KeyBlockColumns& block : blocks) {
           for (size_t g = block.begin[c]; covered && g < block.end[c]; ++g) {
@@ -522,9 +524,7 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
     }
   }
   int64_t chunks = -fully_covered;
-  for (const BlockClass& qc : geo_.q_classes) {
-    chunks += std::max<int64_t>(0, qc.first_block + qc.members - std::max(qc.first_block, first_group.first_block));
-  }
+  for (size_t a = 0; a < q_class_count; ++a) chunks += std::max<int64_t>(0, geo_.q_classes[a].members - first_min[a]);
   // Columns: the visible (column, query block) pairs less the covered ones, a group's columns
   // covered on the query members of each class whose tile list holds their key block (the flat
   // groups of each key class share one presence set per query class).
@@ -541,7 +541,7 @@ bool WorkCounter::count_columns_sparse(int c, int32_t kv_rank, WorkCounts& count
       if (presence.mu.empty()) continue;
       int64_t covered = 0;
       for (const FlatGroup* g = groups_begin; g != groups_end; ++g) {
-        const int64_t a_min = std::max<int64_t>(0, g->first_block - qc.first_block);
+        const int64_t a_min = group_class_min_[g->group * q_class_count + a];
         covered += g->count * presence.count(a_min - g->member, qc.members - 1 - g->member);
       }
       columns -= covered;

@@ -189,6 +189,7 @@ class WorkCounter {
     int64_t member = 0;       ///< member index of the key block in its class
     int64_t first_block = 0;  ///< first query block that sees the columns
     int64_t count = 0;
+    size_t group = 0;         ///< its index in group_store_
   };
   /// Groups of regular key blocks per (owner rank, case, key class), members ascending:
   /// flat_groups_[flat_begin_[(owner x 3 + case) x (key classes + 1) + k_class] .. next entry).

@@ -107,17 +107,15 @@ int64_t busiest_group(const std::vector<SimNs>& sums, int64_t groups, size_t ran
 }
 
 /// Copies the busiest group's cells of `layers` layers (cells [(layer x groups + group) x W^2])
-/// into `out` ([layer x W^2]), per direction; with `among`, the busiest of the (layer, group)
-/// entries it marks (the ones whose cells were computed).
+/// into `out` ([layer x W^2]), per direction.
 void keep_busiest(const std::vector<SimNs>& sums_f, const std::vector<SimNs>& sums_b, const std::vector<SimNs>& all_f,
                   const std::vector<SimNs>& all_b, int64_t groups, size_t w, const std::vector<int64_t>& layers,
-                  const std::vector<int64_t>& sum_layers, std::vector<SimNs>& out_f, std::vector<SimNs>& out_b,
-                  const std::vector<char>* among = nullptr) {
+                  const std::vector<int64_t>& sum_layers, std::vector<SimNs>& out_f, std::vector<SimNs>& out_b) {
   out_f.assign(layers.size() * w * w, 0);
   out_b.assign(layers.size() * w * w, 0);
   for (size_t k = 0; k < layers.size(); ++k) {
-    const auto gf = static_cast<size_t>(busiest_group(sums_f, groups, w, sum_layers[k], among));
-    const auto gb = static_cast<size_t>(busiest_group(sums_b, groups, w, sum_layers[k], among));
+    const auto gf = static_cast<size_t>(busiest_group(sums_f, groups, w, sum_layers[k]));
+    const auto gb = static_cast<size_t>(busiest_group(sums_b, groups, w, sum_layers[k]));
     const size_t from = static_cast<size_t>(layers[k] * groups);
     std::copy_n(all_f.begin() + static_cast<std::ptrdiff_t>((from + gf) * w * w), w * w,
                 out_f.begin() + static_cast<std::ptrdiff_t>(k * w * w));
@@ -525,10 +523,11 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   std::vector<SimNs> own_f = partial ? t.own_f : std::vector<SimNs>(cells, 0);
   std::vector<SimNs> sum_b = partial ? t.sum_b : std::vector<SimNs>(cells, 0);
   std::vector<SimNs> own_b = partial ? t.own_b : std::vector<SimNs>(cells, 0);
-  auto kept = std::make_shared<CellTimes>();
+  // The bounded entries' cells, at their position in `todo` (the busiest are kept below).
+  CellTimes kept;
   if (keep_cells) {
-    kept->forward.assign(cells * w, 0);
-    kept->backward.assign(cells * w, 0);
+    kept.forward.assign(todo.size() * w * w, 0);
+    kept.backward.assign(todo.size() * w * w, 0);
   }
   parallel_for(static_cast<int64_t>(todo.size()), threads, [&](int64_t k) {
     const int64_t index = todo[static_cast<size_t>(k)];
@@ -555,8 +554,8 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
         f += cf;
         b += cb;
         if (keep_cells) {
-          kept->forward[(static_cast<size_t>(index) * w + p) * w + src] = cf;
-          kept->backward[(static_cast<size_t>(index) * w + p) * w + src] = cb;
+          kept.forward[(static_cast<size_t>(k) * w + p) * w + src] = cf;
+          kept.backward[(static_cast<size_t>(k) * w + p) * w + src] = cb;
         }
         if (src == p) {
           own_f[static_cast<size_t>(index) * w + p] = cf;
@@ -570,13 +569,23 @@ void StepLowerBound::refine(int32_t geometry, int threads, int strength) {
   set_rank_sums(t, std::move(sum_f), std::move(own_f), std::move(sum_b), std::move(own_b));
   t.refined = strength;
   if (keep_cells) {
-    // Only the busiest group's cells of each layer and direction: the ones the ring bound runs on.
-    std::vector<int64_t> all_layers(static_cast<size_t>(layers));
-    for (int64_t l = 0; l < layers; ++l) all_layers[static_cast<size_t>(l)] = l;
+    // Only the busiest bounded group's cells of each layer and direction: the ones the ring bound
+    // runs on.
+    std::vector<size_t> position(bounded.size(), 0);
+    for (size_t k = 0; k < todo.size(); ++k) position[static_cast<size_t>(todo[k])] = k;
     auto busiest = std::make_shared<CellTimes>();
-    keep_busiest(t.sum_f, t.sum_b, kept->forward, kept->backward, t.groups, w, all_layers, all_layers, busiest->forward,
-                 busiest->backward, &bounded);
-    kept.reset();
+    busiest->forward.assign(static_cast<size_t>(layers) * w * w, 0);
+    busiest->backward.assign(static_cast<size_t>(layers) * w * w, 0);
+    for (int64_t l = 0; l < layers; ++l) {
+      const auto copy = [&](const std::vector<SimNs>& sums, const std::vector<SimNs>& from, std::vector<SimNs>& to) {
+        const int64_t group = busiest_group(sums, t.groups, w, l, &bounded);
+        const size_t k = position[static_cast<size_t>(l * t.groups + group)];
+        std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(k * w * w), w * w,
+                    to.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(l) * w * w));
+      };
+      copy(t.sum_f, kept.forward, busiest->forward);
+      copy(t.sum_b, kept.backward, busiest->backward);
+    }
     remember_cells(geometry, std::move(busiest));
   }
 }

@@ -63,8 +63,9 @@ struct StepLowerBound::OrderTerms {
   SimNs dkv_hop = 0;                      // fastest dK/dV hop over any fabric level
 };
 
-/// Per-cell kernel times of the head group the ring bound runs on (the busiest, per layer and
-/// direction: busiest_group): [(layer x W + rank) x W + src] (a counted layer's: layer 0).
+/// Per-cell kernel times of the head group the ring bound runs on (the busiest of the groups the
+/// strong bound computed, per layer and direction: busiest_group): [(layer x W + rank) x W + src]
+/// (a counted layer's: layer 0).
 struct StepLowerBound::CellTimes {
   std::vector<SimNs> forward;
   std::vector<SimNs> backward;

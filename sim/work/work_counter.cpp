@@ -55,8 +55,8 @@ struct ColumnTotals {
 /// what it reads of `diff`. Shifts as template arguments: a shift by a register costs several
 /// micro-operations, and this loop runs once per query block of every rank pair and head.
 template <int kChunkShift, int kItemShift>
-void sweep_fixed(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int64_t covered,
-                 ColumnTotals& totals) {
+void sweep_fixed(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, ColumnTotals& totals) {
+  int64_t covered = 0;
   int64_t columns = 0;
   int64_t chunks = 0;
   int64_t lists = 0;
@@ -76,8 +76,9 @@ void sweep_fixed(int64_t* diff, const int32_t* visible_at, int64_t members, int6
   totals.items += items;
 }
 
-void sweep_any(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int64_t covered,
-               int chunk_shift, int item_shift, ColumnTotals& totals) {
+void sweep_any(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int chunk_shift,
+               int item_shift, ColumnTotals& totals) {
+  int64_t covered = 0;
   for (int64_t m = 0; m < members; ++m) {
     covered += diff[m];
     diff[m] = 0;
@@ -86,11 +87,11 @@ void sweep_any(int64_t* diff, const int32_t* visible_at, int64_t members, int64_
 }
 
 /// sweep_fixed for the common block sizes (64 and 128 keys, 64-column items), sweep_any otherwise.
-void sweep(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int64_t covered, int chunk_shift,
-           int item_shift, ColumnTotals& totals) {
-  if (item_shift == 6 && chunk_shift == 6) return sweep_fixed<6, 6>(diff, visible_at, members, stride, covered, totals);
-  if (item_shift == 6 && chunk_shift == 7) return sweep_fixed<7, 6>(diff, visible_at, members, stride, covered, totals);
-  sweep_any(diff, visible_at, members, stride, covered, chunk_shift, item_shift, totals);
+void sweep(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t stride, int chunk_shift, int item_shift,
+           ColumnTotals& totals) {
+  if (item_shift == 6 && chunk_shift == 6) return sweep_fixed<6, 6>(diff, visible_at, members, stride, totals);
+  if (item_shift == 6 && chunk_shift == 7) return sweep_fixed<7, 6>(diff, visible_at, members, stride, totals);
+  sweep_any(diff, visible_at, members, stride, chunk_shift, item_shift, totals);
 }
 
 }  // namespace
@@ -200,15 +201,6 @@ void WorkCounter::flatten_groups() {
   visible_first_.assign(ranks * 3, geo_.q_blocks);
   visible_pairs_.assign(ranks * 3, 0);
   for (size_t owner = 0; owner < ranks; ++owner) {
-    for (const KeyBlockColumns& block : key_columns_[owner]) {
-      for (size_t c = 0; c < 3; ++c) {
-        for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
-          visible_pairs_[owner * 3 + c] += group_store_[g].count * (geo_.q_blocks - group_store_[g].first_block);
-        }
-      }
-    }
-  }
-  for (size_t owner = 0; owner < ranks; ++owner) {
     const std::vector<KeyBlockColumns>& blocks = key_columns_[owner];
     for (size_t c = 0; c < 3; ++c) {
       if (blocks.empty() || blocks.front().begin[c] == blocks.front().end[c]) continue;
@@ -218,6 +210,7 @@ void WorkCounter::flatten_groups() {
         for (size_t g = block.begin[c]; g < block.end[c]; ++g) {
           const ColumnGroup& group = group_store_[g];
           visible[group.first_block] += static_cast<int32_t>(group.count);
+          visible_pairs_[owner * 3 + c] += group.count * (geo_.q_blocks - group.first_block);
           visible_first_[owner * 3 + c] = std::min(visible_first_[owner * 3 + c], group.first_block);
         }
       }
@@ -625,7 +618,7 @@ void WorkCounter::count_columns_strided(int c, int32_t kv_rank, WorkCounts& coun
     const BlockClass& qc = geo_.q_classes[a];
     int64_t* const diff = covered_diff_.data() + class_offset_[a];
     const int64_t first = from <= qc.first_block ? 0 : std::min(qc.members, ceil_div(from - qc.first_block, qc.block_stride));
-    sweep(diff + first, visible + qc.first_block + first * qc.block_stride, qc.members - first, qc.block_stride, 0,
+    sweep(diff + first, visible + qc.first_block + first * qc.block_stride, qc.members - first, qc.block_stride,
           block_k_shift_, item_shift_, totals);
     diff[qc.members] = 0;
   }
@@ -643,7 +636,7 @@ void WorkCounter::count_columns_regular(int c, int32_t kv_rank, WorkCounts& coun
   const int32_t* const visible = visible_.data() + key * q_blocks;
   const auto from = static_cast<size_t>(visible_first_[key]);
   ColumnTotals totals;
-  sweep(diff + from, visible + from, static_cast<int64_t>(q_blocks - from), 1, 0, block_k_shift_, item_shift_, totals);
+  sweep(diff + from, visible + from, static_cast<int64_t>(q_blocks - from), 1, block_k_shift_, item_shift_, totals);
   diff[q_blocks] = 0;
   totals.add_to(counts);
 }

@@ -660,12 +660,14 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
   const auto w = static_cast<size_t>(t.ranks);
   const size_t cells = static_cast<size_t>(model_.layers * t.groups) * w;
   std::vector<SimNs> sum_f(cells, 0), own_f(cells, 0), sum_b(cells, 0), own_b(cells, 0);
-  const auto cell_time = [&](const KernelCoefficients& c, int64_t tiles, int64_t lists, int64_t keys) {
+  const KernelTimer forward_time(cost.forward, launch);
+  const KernelTimer backward_time(cost.backward, launch);
+  const auto cell_time = [&](const KernelTimer& time, int64_t tiles, int64_t lists, int64_t keys) {
     WorkCounts cell;
     cell.tiles = tiles * batch;
     cell.lists = lists * batch;
     cell.key_lists = keys * batch;
-    return KernelTimer(c, launch)(cell);
+    return time(cell);
   };
   parallel_for(model_.layers * t.groups, threads, [&](int64_t index) {
     const int64_t l = index / t.groups;
@@ -685,8 +687,8 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       std::vector<SimNs> prefix_f(table.table.size() + 1, 0);
       std::vector<SimNs> prefix_b(table.table.size() + 1, 0);
       for (size_t r = 0; r < table.table.size(); ++r) {
-        prefix_f[r + 1] = prefix_f[r] + cell_time(cost.forward, table.table[r], table.lists[r], table.keys[r]);
-        prefix_b[r + 1] = prefix_b[r] + cell_time(cost.backward, table.table[r], table.lists[r], table.keys[r]);
+        prefix_f[r + 1] = prefix_f[r] + cell_time(forward_time, table.table[r], table.lists[r], table.keys[r]);
+        prefix_b[r + 1] = prefix_b[r] + cell_time(backward_time, table.table[r], table.lists[r], table.keys[r]);
       }
       for (size_t p = 0; p < w; ++p) {
         // src = 0 .. W-1 is offset index p - src + W - 1 = p .. p + W - 1.
@@ -720,8 +722,8 @@ void StepLowerBound::tiles_from_tables(GeometryTerms& t, const Geometry& g, cons
       const int64_t lists = row.lists;
       const int64_t keys = row.keys;
       const int64_t own = table.at(pp, pp);
-      own_f[base + p] = cell_time(cost.forward, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
-      own_b[base + p] = cell_time(cost.backward, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
+      own_f[base + p] = cell_time(forward_time, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
+      own_b[base + p] = cell_time(backward_time, own, table.lists_at(pp, pp), table.keys_at(pp, pp));
       sum_f[base + p] = std::max(own_f[base + p], relaxed(cost.forward, nonzero, tiles, lists, keys));
       sum_b[base + p] = std::max(own_b[base + p], relaxed(cost.backward, nonzero, tiles, lists, keys));
     }

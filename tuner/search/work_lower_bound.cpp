@@ -24,12 +24,13 @@ struct AlignedModel {
   int64_t stripes = 1;  // periodic: stripes per rank
   int64_t blocks = 0;   // N / b
 
-  /// Rank owning global block `block`.
-  int64_t owner(int64_t block) const {
-    const int64_t unit = block / g;
+  /// Rank owning unit (stripe, or zigzag half chunk) `unit`.
+  int64_t owner_of_unit(int64_t unit) const {
     if (zigzag) return unit < ranks ? unit : 2 * ranks - 1 - unit;
     return unit % ranks;
   }
+  /// Rank owning global block `block`.
+  int64_t owner(int64_t block) const { return owner_of_unit(block / g); }
   /// Number of stripe (or unit) diagonals F is defined on.
   int64_t diagonals() const { return zigzag ? 2 * ranks : stripes * ranks; }
 };
@@ -463,15 +464,11 @@ void aligned_bound(const std::vector<const KeptPattern*>& heads, const std::vect
   const bool power_of_two = (int64_t{1} << block_shift) == block;
   // The owner of every block, looked up instead of divided out in the loops below.
   std::vector<int32_t> owner_of(static_cast<size_t>(m.blocks));
-  // Units in order: periodic layouts cycle through the ranks, zigzag goes up then down (no division).
+  // Units in order; periodic layouts cycle through the ranks (counted, not divided out).
   int32_t cycle = 0;
   for (int64_t unit = 0, x = 0; x < m.blocks; ++unit) {
-    int32_t owner = cycle;
-    if (m.zigzag) {
-      owner = static_cast<int32_t>(unit < m.ranks ? unit : 2 * m.ranks - 1 - unit);
-    } else if (++cycle == m.ranks) {
-      cycle = 0;
-    }
+    const auto owner = m.zigzag ? static_cast<int32_t>(m.owner_of_unit(unit)) : cycle;
+    if (!m.zigzag && ++cycle == m.ranks) cycle = 0;
     for (int64_t i = 0; i < m.g && x < m.blocks; ++i, ++x) owner_of[static_cast<size_t>(x)] = owner;
   }
   std::vector<int64_t> counted_columns(ww * ww, 0);  // [p x W + src]: visible minus covered, per head

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The A100 kernel cost model is the derivation docs/peers.md section 4 describes.
+"""The A100 kernel cost model is the derivation docs/reference_figures.md section 4 describes.
 
 Recomputes every coefficient of the `source: published` calibration of configs/gpus/a100-40gb.yaml
 from the inputs that section cites (our H200 calibration, FlashAttention-2's published A100 and
@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-# Inputs, as docs/peers.md section 4 cites them.
+# Inputs, as docs/reference_figures.md section 4 cites them.
 FA2_A100_FORWARD_TFLOPS = 230.0          # FlashAttention-2, section 4.1: up to 230 TFLOP/s (73%)
 FA2_A100_BACKWARD_TFLOPS = 0.63 * 312.0  # FlashAttention-2, introduction: backward up to 63% of 312
 FA2_H200_FORWARD_TFLOPS = 344.0          # docs/PERF.md: SDPA flash, dense causal 32K, same run
@@ -75,7 +75,7 @@ def config_shapes(calibration):
 
 
 def page_rows(page):
-    """(shape, direction) -> coefficients from the table of docs/peers.md section 4."""
+    """(shape, direction) -> coefficients from the table of docs/reference_figures.md section 4."""
     section = page.split("## 4. ", 1)[1] if "## 4. " in page else ""
     rows = {}
     pattern = re.compile(r"^\| (\d+) x (\d+) x (\d+) \| (forward|backward) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", re.M)
@@ -91,12 +91,12 @@ def main():
     parser.add_argument("--source", required=True, type=pathlib.Path)
     args = parser.parse_args()
     config_path = args.source / "configs/gpus/a100-40gb.yaml"
-    page_path = args.source / "docs/peers.md"
+    page_path = args.source / "docs/reference_figures.md"
     try:
         calibration = yaml.safe_load(config_path.read_text(encoding="utf-8"))["calibration"]
         page = page_path.read_text(encoding="utf-8")
     except (OSError, KeyError, TypeError, yaml.YAMLError) as error:
-        sys.stderr.write(f"cannot read the A100 calibration or docs/peers.md: {error!r}\n")
+        sys.stderr.write(f"cannot read the A100 calibration or docs/reference_figures.md: {error!r}\n")
         return 2
     shapes, gemm = derive()
     problems = []
@@ -116,12 +116,12 @@ def main():
                     problems.append(f"{shape} {direction} {name}: config {have}, derived {value}")
                 shown = rows.get((shape, direction), {}).get(name)
                 if shown != value:
-                    problems.append(f"{shape} {direction} {name}: docs/peers.md section 4 shows {shown}, derived {value}")
+                    problems.append(f"{shape} {direction} {name}: docs/reference_figures.md section 4 shows {shown}, derived {value}")
     if problems:
-        print("the A100 cost model differs from its derivation (docs/peers.md section 4):")
+        print("the A100 cost model differs from its derivation (docs/reference_figures.md section 4):")
         print("\n".join("  " + p for p in problems))
         return 1
-    print(f"configs/gpus/a100-40gb.yaml and docs/peers.md section 4 hold the derived A100 model ({len(shapes)} shapes)")
+    print(f"configs/gpus/a100-40gb.yaml and docs/reference_figures.md section 4 hold the derived A100 model ({len(shapes)} shapes)")
     return 0
 
 

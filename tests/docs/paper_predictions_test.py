@@ -140,7 +140,7 @@ def predictions(results):
 ROWS = (
     ("K/V hop between nodes, flat ring (16 MiB over HDR)", "kv_hop_inter_ms", 0.98, "ms", "section 4.3", False,
      "our HDR curve is NCCL's large-message rate, 24 GB/s; the paper's hop moves 17 GB/s (send/receive between "
-     "nodes uses fewer NCCL channels than collectives, docs/peers.md section 2)"),
+     "nodes uses fewer NCCL channels than collectives, docs/reference_figures.md section 2)"),
     ("K/V hop inside a node (16 MiB over NVLink 3)", "kv_hop_intra_ms", 0.13, "ms", "section 4.3", False,
      "no published A100 ring step below 128 MiB was found: the 128 MiB rate, 111.7 GB/s, applies; the paper's hop "
      "moves 129 GB/s"),

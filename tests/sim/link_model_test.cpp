@@ -25,7 +25,7 @@ TEST(LinkModelTest, LineRateWithoutCurve) {
 }
 
 TEST(LinkModelTest, CurveInterpolatesInLogSize) {
-  // The NVLink ring-step points of docs/peers.md section 2.
+  // The NVLink ring-step points of docs/reference_figures.md section 2.
   const BandwidthCurve curve({{kMiB, 12}, {8 * kMiB, 91}, {64 * kMiB, 254}});
   EXPECT_DOUBLE_EQ(curve.gbytes_per_s(kMiB), 12.0);
   EXPECT_DOUBLE_EQ(curve.gbytes_per_s(1024), 12.0) << "clamped below";

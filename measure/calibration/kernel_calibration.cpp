@@ -124,6 +124,7 @@ double worse(double a, double b) { return round_significant(std::max(a, b), 3); 
 }  // namespace
 
 void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed) {
+  // Rows come in (forward, backward) pairs of one index: it is rebuilt once per pair.
   for (size_t row = 0; row < kernels.size(); ++row) {
     KernelMeasurement& k = kernels[row];
     if (has_backward_units(k)) continue;
@@ -155,15 +156,20 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
     spec.key_block_stride = k.key_block_stride;
     spec.sorted_columns = false;  // only counted
     const SparseIndex index = make_synthetic_index(spec);
-    require(index.tiles() == k.tiles && index.column_chunks() == k.column_chunks && int64_t{index.rows} * index.q_blocks == k.lists,
-            "restore_backward_units: row ", row + 1, ": the rebuilt index has ", index.tiles(), " tiles and ",
-            index.column_chunks(), " chunks, the record ", k.tiles, " and ", k.column_chunks);
     const BackwardUnits units = backward_units(index, k.q_heads / k.kv_heads);
-    k.key_lists = units.key_lists;
-    k.column_lists = units.column_lists;
-    k.column_items = units.column_items;
-    k.columns = index.columns();
-    if (k.columns_per_list < 0) k.columns_per_list = k.chunks_per_list * k.block_k;
+    for (size_t r = row; r < first + 2; ++r) {
+      KernelMeasurement& m = kernels[r];
+      if (has_backward_units(m) || m.columns_per_list != k.columns_per_list) continue;  // the latter: its own index
+      require(index.tiles() == m.tiles && index.column_chunks() == m.column_chunks &&
+                  int64_t{index.rows} * index.q_blocks == m.lists,
+              "restore_backward_units: row ", r + 1, ": the rebuilt index has ", index.tiles(), " tiles and ",
+              index.column_chunks(), " chunks, the record ", m.tiles, " and ", m.column_chunks);
+      m.key_lists = units.key_lists;
+      m.column_lists = units.column_lists;
+      m.column_items = units.column_items;
+      m.columns = index.columns();
+      if (m.columns_per_list < 0) m.columns_per_list = m.chunks_per_list * m.block_k;
+    }
   }
 }
 

@@ -1,19 +1,29 @@
 // GPU index build (see sparse_index_build.hpp): device code and launchers.
 //   1. prepare (CTA per row): the kept slash offsets (plus 0) merged into disjoint intervals, and
-//      the row's kept vertical keys that this K/V chunk holds, as ascending local positions;
+//      the row's kept vertical keys that this K/V chunk holds, as ascending local positions; on
+//      aligned geometries (below) also the row's table of block diagonals;
 //   2. count (CTA per (row, query block)): marks in a shared-memory bitmap the key blocks each
 //      (query run, slash interval) pair touches: the query block's global positions form runs of
 //      consecutive tokens, a run [a, b] and offsets [lo, hi] reach keys with global positions
 //      [a - hi, b - lo], whose local positions form one range (local order follows global order
-//      on every layout) found in O(1) per layout. Tiles are the set bits; columns are the kept
-//      keys this block's queries may see (a prefix of the ascending local keys) outside every
-//      tile. Writes both counts and keeps the bitmap in global scratch;
+//      on every layout) found in O(1) per layout. Aligned geometries skip that walk over the
+//      intervals: when block_q = block_k = B and every block is one run of B consecutive tokens
+//      starting at a multiple of B (the layout's runs are whole blocks), query block [qs, qs + B)
+//      and key block [ks, ks + B) reach exactly the offsets within B - 1 of qs - ks, so the tile
+//      is bit d = (qs - ks) / B of the row's diagonal table ("some kept offset lies within B - 1
+//      of d B"), and a run of consecutive key blocks reads the table backwards: a bitmap word
+//      costs one funnel shift and one bit reversal per run it meets. Tiles are the set bits;
+//      columns are the kept keys this block's queries may see (a prefix of the ascending local
+//      keys) outside every tile: the prefix's length less the keys under each tile, read off a
+//      per-row table of the keys before each key block. Writes both counts and keeps the bitmap
+//      in global scratch;
 //   3. two device-wide scans (64-bit) of the counts, then a finalize kernel that writes the int32
 //      offsets clamped to the arrays' capacity and the totals the build needed (device memory);
 //   4. fill (CTA per (row, query block)): reads the count pass's bitmap (or marks it again when
 //      the bitmaps would take too much scratch) and writes the tile list (masked when the block's
 //      first query precedes the block's last key) and the column list, both ascending (CUB block
-//      scans keep the order), never past the next list's clamped offset.
+//      scans keep the order), never past the next list's clamped offset. Entries are compacted
+//      in shared memory first, so consecutive threads write consecutive entries.
 // Nothing here reads device memory on the host: launch_build_sparse_index_into queues all of it;
 // launch_build_sparse_index reads the totals once between steps 3 and 4 to allocate exact arrays.
 // Tested in tests/kernels_gpu/sparse_index_build_test.cpp against build_sparse_index.
@@ -24,6 +34,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 #include "common/error.hpp"
@@ -40,6 +51,10 @@ constexpr int kMaxBlockQ = 1024;
 constexpr int kMaxKeyBlocks = 1 << 18;
 constexpr int kColumnItems = 16;  // kept keys per thread per step of the column lists
 constexpr int kColumnStep = kBuildThreads * kColumnItems;
+/// Entries the fill pass compacts in shared memory before writing them: the tiles of one step of
+/// kBuildThreads bitmap words, or the columns of one step of kColumnStep keys.
+constexpr int kStageEntries = kBuildThreads * 32;
+static_assert(kColumnStep <= kStageEntries);
 
 /// Number of local keys of `rank` whose global position is < g (any integer g), in O(1).
 __host__ __device__ __forceinline__ int64_t keys_below(const TokenLayout& layout, int32_t rank, int64_t g) {
@@ -74,7 +89,59 @@ struct BuildGeometry {
   int32_t key_blocks;
   int32_t words;  // bitmap words per list
   int64_t len;    // local length (q_len = kv_len)
+  /// Blocks per run of consecutive global positions when the geometry is aligned (block_q =
+  /// block_k and the layout's runs are whole blocks, each starting at a multiple of the block),
+  /// else 0.
+  int32_t run_blocks;
+  int32_t block_k_shift;  // log2(block_k) when block_k is a power of 2, else -1
+
+  /// Key block of local key `key` (a shift for the usual power-of-2 blocks: no division).
+  __device__ __forceinline__ int key_block(int32_t key) const {
+    return block_k_shift >= 0 ? key >> block_k_shift : key / block_k;
+  }
 };
+
+/// Entries of the ascending `keys[0, n)` that are < value.
+__device__ __forceinline__ int keys_before(const int32_t* keys, int n, int64_t value) {
+  int lo = 0;
+  int hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (keys[mid] < value) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// Local tokens per run of consecutive global positions; runs start at multiples of this length
+/// in both local and global positions (contiguous: the chunk; zigzag: a half; striped: a stripe).
+int64_t layout_run_tokens(const TokenLayout& layout) {
+  switch (layout.kind()) {
+    case LayoutKind::zigzag:
+      return layout.seq_len_tokens() / (2 * int64_t{layout.ranks()});
+    case LayoutKind::striped:
+      return layout.granularity_tokens();
+    case LayoutKind::contiguous:
+    default:
+      return layout.local_len();
+  }
+}
+
+/// Bits k = 0 .. count - 1 of the result are diagonals d0, d0 - 1, ..., d0 - count + 1 of a row's
+/// table of `words` words (diagonals outside the table read as 0). count in [1, 32].
+__device__ __forceinline__ uint32_t diagonals_down(const uint32_t* table, int32_t words, int64_t d0, int count) {
+  const int64_t lowest = d0 - 31;
+  const int64_t w = lowest >> 5;  // floor division: lowest may be negative
+  const int shift = static_cast<int>(lowest & 31);
+  auto word = [&](int64_t i) { return i >= 0 && i < words ? table[i] : 0u; };
+  const uint64_t pair = (static_cast<uint64_t>(word(w + 1)) << 32) | word(w);
+  const uint32_t up = static_cast<uint32_t>(pair >> shift);  // bit b: diagonal lowest + b
+  const uint32_t down = __brev(up);                           // bit k: diagonal d0 - k
+  return count >= 32 ? down : down & ((1u << count) - 1u);
+}
 
 /// Step 1 (CTA per row): intervals[row] = merged (kept offsets U {0}), lo/hi (rows, capacity + 1);
 /// keys[row] = the kept vertical keys held by kv_rank as ascending local positions (rows, capacity).
@@ -84,10 +151,12 @@ constexpr int kPrepareThreads = 512;
 constexpr int kPrepareItems = 8;
 __global__ void __launch_bounds__(kPrepareThreads)
     prepare_rows_kernel(const KeptSetsView kept, const RingPosition position, int32_t* interval_count, int32_t* lo,
-                        int32_t* hi, int32_t* key_count, int32_t* key_local) {
+                        int32_t* hi, int32_t* key_count, int32_t* key_local, uint32_t* diagonals,
+                        int32_t diagonal_words, int32_t block, int32_t* key_blocks_below, int32_t key_blocks) {
   using Scan = cub::BlockScan<int, kPrepareThreads>;
   __shared__ typename Scan::TempStorage temp;
   __shared__ int carry;
+  __shared__ int intervals;
   const int row = static_cast<int>(blockIdx.x);
   const int32_t* offsets = kept.slash_offsets + int64_t{row} * kept.capacity;
   const int n = max(0, min(kept.slash_count[row], kept.capacity));
@@ -129,9 +198,26 @@ __global__ void __launch_bounds__(kPrepareThreads)
   }
   if (threadIdx.x == 0) {
     interval_count[row] = carry;
+    intervals = carry;
     carry = 0;
   }
   __syncthreads();
+
+  // Diagonal table (zeroed by the launcher): interval [lo, hi] meets the offsets within B - 1 of
+  // d B for d from floor(lo / B) to floor((hi + B - 1) / B).
+  if (diagonals != nullptr) {
+    uint32_t* table = diagonals + int64_t{row} * diagonal_words;
+    const int64_t last = int64_t{diagonal_words} * 32 - 1;
+    for (int iv = static_cast<int>(threadIdx.x); iv < intervals; iv += kPrepareThreads) {
+      const int64_t d_lo = row_lo[iv] / block;
+      const int64_t d_hi = min((int64_t{row_hi[iv]} + block - 1) / block, last);
+      for (int64_t w = d_lo / 32; w <= d_hi / 32; ++w) {
+        const int from = static_cast<int>(max(d_lo, w * 32) - w * 32);
+        const int to = static_cast<int>(min(d_hi, w * 32 + 31) - w * 32);
+        atomicOr(&table[w], to - from == 31 ? 0xffffffffu : ((1u << (to - from + 1)) - 1u) << from);
+      }
+    }
+  }
 
   // Vertical keys of this K/V chunk, in order (local order follows global order).
   const TokenLayout& layout = position.layout;
@@ -166,6 +252,14 @@ __global__ void __launch_bounds__(kPrepareThreads)
     __syncthreads();
   }
   if (threadIdx.x == 0) key_count[row] = carry;
+
+  // Per key block j, the row's keys in blocks before j (the count pass's column count).
+  if (key_blocks_below != nullptr) {
+    int32_t* below = key_blocks_below + int64_t{row} * (key_blocks + 1);
+    for (int j = static_cast<int>(threadIdx.x); j <= key_blocks; j += kPrepareThreads) {
+      below[j] = keys_before(row_keys, carry, int64_t{j} * block);
+    }
+  }
 }
 
 /// What a (row, query block) CTA needs to know about its queries.
@@ -251,7 +345,36 @@ struct BuildScratch {
   const int32_t* key_local;
   int32_t key_stride;  // capacity
   uint32_t* bitmaps;   // (lists, words) or null
+  const uint32_t* diagonals;  // (rows, diagonal_words) on aligned geometries, or null
+  int32_t diagonal_words;
+  const int32_t* key_blocks_below;  // (rows, key_blocks + 1), or null
 };
+
+/// The aligned geometries' mark_tiles (BuildGeometry::run_blocks > 0, s.diagonals set): every
+/// word of the list's bitmap from the row's diagonal table, one table read per run of
+/// consecutive key blocks in the word. Ends with a barrier.
+__device__ void mark_tiles_from_diagonals(const BuildGeometry& g, const ListGeometry& lg, const BuildScratch& s,
+                                          uint32_t* bitmap) {
+  const TokenLayout& layout = g.position.layout;
+  const uint32_t* table = s.diagonals + int64_t{lg.row} * s.diagonal_words;
+  const int64_t block = g.block_k;
+  // Key blocks from the first invisible key on lie after every query of the list: no tiles.
+  const int64_t visible_words = (lg.visible_keys + 32 * block - 1) / (32 * block);
+  for (int w = static_cast<int>(threadIdx.x); w < g.words; w += kBuildThreads) {
+    uint32_t bits = 0;
+    if (w < visible_words) {
+      const int end = min(32 * w + 32, g.key_blocks);
+      for (int j = 32 * w; j < end;) {
+        const int run_end = min((j / g.run_blocks + 1) * g.run_blocks, end);
+        const int64_t d0 = (lg.q_min - layout.global_token(g.position.kv_rank, int64_t{j} * block)) / block;
+        bits |= diagonals_down(table, s.diagonal_words, d0, run_end - j) << (j - 32 * w);
+        j = run_end;
+      }
+    }
+    bitmap[w] = bits;
+  }
+  __syncthreads();
+}
 
 /// Dynamic shared memory of the count and fill kernels: bitmap, then run bounds.
 __host__ __device__ inline size_t bitmap_smem_bytes(int words) { return (static_cast<size_t>(words) * 4 + 15) / 16 * 16; }
@@ -275,11 +398,41 @@ __global__ void __launch_bounds__(kBuildThreads)
   // Loaded first: their latency overlaps the query runs' scan.
   const int intervals = s.interval_count[lg.row];
   const int n_keys = s.key_count[lg.row];
-  mark_tiles<Scan>(g, lg, intervals, s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo, run_hi, temp.scan,
-                   carry);
+  if (s.diagonals != nullptr) {
+    mark_tiles_from_diagonals(g, lg, s, bitmap);
+  } else {
+    mark_tiles<Scan>(g, lg, intervals, s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo, run_hi,
+                     temp.scan, carry);
+  }
 
+  const int32_t* keys = s.key_local + int64_t{lg.row} * s.key_stride;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (s.key_blocks_below != nullptr) {
+    // Columns = visible keys - visible keys under a tile, two table reads per tile.
+    const int32_t* below = s.key_blocks_below + int64_t{lg.row} * (g.key_blocks + 1);
+    const int visible = keys_before(keys, n_keys, lg.visible_keys);
+    int tiles = 0;
+    int covered = 0;
+    for (int w = tid; w < g.words; w += kBuildThreads) {
+      const uint32_t bits = bitmap[w];
+      tiles += __popc(bits);
+      if (s.bitmaps != nullptr) s.bitmaps[lg.list * g.words + w] = bits;
+      for (uint32_t rest = bits; rest != 0u; rest &= rest - 1u) {
+        const int j = w * 32 + __ffs(static_cast<int>(rest)) - 1;
+        covered += min(below[j + 1], visible) - min(below[j], visible);
+      }
+    }
+    const int tile_total = Reduce(temp.reduce).Sum(tiles);
+    __syncthreads();
+    const int covered_total = Reduce(temp.reduce).Sum(covered);
+    if (tid == 0) {
+      tile_counts[lg.list] = tile_total;
+      column_counts[lg.list] = visible - covered_total;
+    }
+    return;
+  }
   int tiles = 0;
-  for (int w = static_cast<int>(threadIdx.x); w < g.words; w += kBuildThreads) {
+  for (int w = tid; w < g.words; w += kBuildThreads) {
     tiles += __popc(bitmap[w]);
     if (s.bitmaps != nullptr) s.bitmaps[lg.list * g.words + w] = bitmap[w];
   }
@@ -287,21 +440,20 @@ __global__ void __launch_bounds__(kBuildThreads)
   __syncthreads();
   // Columns: the row's keys held here are ascending, so the visible ones are a prefix; steps of
   // kColumnStep keys, independent loads, stop at the first step that starts past the prefix.
-  const int32_t* keys = s.key_local + int64_t{lg.row} * s.key_stride;
   int columns = 0;
   for (int base = 0; base < n_keys && keys[base] < lg.visible_keys; base += kColumnStep) {
 #pragma unroll
     for (int i = 0; i < kColumnItems; ++i) {
-      const int e = base + i * kBuildThreads + static_cast<int>(threadIdx.x);
+      const int e = base + i * kBuildThreads + tid;
       if (e < n_keys) {
         const int32_t key = keys[e];
-        const int j = key / g.block_k;
+        const int j = g.key_block(key);
         columns += key < lg.visible_keys && (bitmap[j / 32] >> (j % 32) & 1u) == 0u ? 1 : 0;
       }
     }
   }
   const int column_total = Reduce(temp.reduce).Sum(columns);
-  if (threadIdx.x == 0) {
+  if (tid == 0) {
     tile_counts[lg.list] = tile_total;
     column_counts[lg.list] = column_total;
   }
@@ -332,8 +484,10 @@ __global__ void __launch_bounds__(kBuildThreads)
   uint32_t* bitmap = reinterpret_cast<uint32_t*>(smem);
   int64_t* run_lo = reinterpret_cast<int64_t*>(smem + bitmap_smem_bytes(g.words));
   int64_t* run_hi = run_lo + g.block_q;
+  int32_t* stage = reinterpret_cast<int32_t*>(run_hi + g.block_q);  // kStageEntries
   const ListGeometry lg = list_geometry(g);
   const TokenLayout& layout = g.position.layout;
+  const int tid = static_cast<int>(threadIdx.x);
   // Loaded first, so their latency overlaps the bitmap's.
   const int tile_begin = tile_offsets[lg.list];
   const int tile_end = tile_offsets[lg.list + 1];  // clamped: never past the arrays
@@ -341,69 +495,69 @@ __global__ void __launch_bounds__(kBuildThreads)
   const int column_end = column_offsets[lg.list + 1];
   const int n_keys = s.key_count[lg.row];
   if (s.bitmaps != nullptr) {
-    for (int w = static_cast<int>(threadIdx.x); w < g.words; w += kBuildThreads) bitmap[w] = s.bitmaps[lg.list * g.words + w];
+    for (int w = tid; w < g.words; w += kBuildThreads) bitmap[w] = s.bitmaps[lg.list * g.words + w];
     __syncthreads();
+  } else if (s.diagonals != nullptr) {
+    mark_tiles_from_diagonals(g, lg, s, bitmap);
   } else {
     mark_tiles<Scan>(g, lg, s.interval_count[lg.row], s.interval_lo, s.interval_hi, s.interval_stride, bitmap, run_lo,
                      run_hi, temp, carry);
   }
 
-  // Tile list: set bits in order (a block-wide scan over words keeps them ascending).
-  if (threadIdx.x == 0) carry = 0;
-  __syncthreads();
+  // Tile list: set bits in order (a block-wide scan over words keeps them ascending), compacted
+  // into the stage, then written by consecutive threads.
+  int written = 0;  // entries of the list before this step (every thread holds it)
   for (int base = 0; base < g.words; base += kBuildThreads) {
-    const int w = base + static_cast<int>(threadIdx.x);
+    const int w = base + tid;
     const uint32_t bits = w < g.words ? bitmap[w] : 0u;
     int rank;
-    int chunk_total;
-    Scan(temp).ExclusiveSum(__popc(bits), rank, chunk_total);
-    int at = tile_begin + carry + rank;
-    for (uint32_t rest = bits; rest != 0u && at < tile_end; rest &= rest - 1u) {
-      const int j = w * 32 + __ffs(static_cast<int>(rest)) - 1;
+    int step_total;
+    Scan(temp).ExclusiveSum(__popc(bits), rank, step_total);
+    for (uint32_t rest = bits; rest != 0u; rest &= rest - 1u) stage[rank++] = w * 32 + __ffs(static_cast<int>(rest)) - 1;
+    __syncthreads();
+    for (int e = tid; e < step_total && tile_begin + written + e < tile_end; e += kBuildThreads) {
+      const int j = stage[e];
       const int64_t last_key = min(int64_t{j + 1} * g.block_k, g.len) - 1;
-      tile_block[at] = j;
-      tile_masked[at] = lg.q_min < layout.global_token(g.position.kv_rank, last_key) ? 1 : 0;
-      ++at;
+      tile_block[tile_begin + written + e] = j;
+      tile_masked[tile_begin + written + e] = lg.q_min < layout.global_token(g.position.kv_rank, last_key) ? 1 : 0;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) carry += chunk_total;
-    __syncthreads();
+    written += step_total;
+    __syncthreads();  // the stage and the scan storage are reused
   }
 
-  // Columns: the visible kept keys of this chunk outside every tile, kColumnItems per thread.
+  // Columns: the visible kept keys of this chunk outside every tile, kColumnItems consecutive
+  // keys per thread (so a block scan of the counts keeps the order), compacted like the tiles.
   const int32_t* keys = s.key_local + int64_t{lg.row} * s.key_stride;
-  if (threadIdx.x == 0) carry = 0;
-  __syncthreads();
-  for (int base = 0; base < n_keys && keys[base] < lg.visible_keys; base += kColumnStep) {
-    // kColumnItems consecutive keys per thread, so a block scan of the counts keeps the order.
-    const int first = base + static_cast<int>(threadIdx.x) * kColumnItems;
+  const int visible = keys_before(keys, n_keys, lg.visible_keys);  // the visible keys are a prefix
+  written = 0;
+  for (int base = 0; base < visible; base += kColumnStep) {
+    const int first = base + tid * kColumnItems;
     int mine = 0;
     int32_t local[kColumnItems];
 #pragma unroll
     for (int i = 0; i < kColumnItems; ++i) {
       local[i] = -1;
-      if (first + i < n_keys) {
+      if (first + i < visible) {
         const int32_t key = keys[first + i];
-        const int j = key / g.block_k;
-        if (key < lg.visible_keys && (bitmap[j / 32] >> (j % 32) & 1u) == 0u) {
+        const int j = g.key_block(key);
+        if ((bitmap[j / 32] >> (j % 32) & 1u) == 0u) {
           local[i] = key;
           ++mine;
         }
       }
     }
     int rank;
-    int chunk_total;
-    Scan(temp).ExclusiveSum(mine, rank, chunk_total);
-    int at = column_begin + carry + rank;
+    int step_total;
+    Scan(temp).ExclusiveSum(mine, rank, step_total);
 #pragma unroll
     for (int i = 0; i < kColumnItems; ++i) {
-      if (local[i] >= 0) {
-        if (at < column_end) column_index[at] = local[i];
-        ++at;
-      }
+      if (local[i] >= 0) stage[rank++] = local[i];
     }
     __syncthreads();
-    if (threadIdx.x == 0) carry += chunk_total;
+    for (int e = tid; e < step_total && column_begin + written + e < column_end; e += kBuildThreads) {
+      column_index[column_begin + written + e] = stage[e];
+    }
+    written += step_total;
     __syncthreads();
   }
 }
@@ -424,13 +578,17 @@ BuildGeometry check_geometry(const RingPosition& position, int32_t rows, int32_t
   require(key_blocks <= kMaxKeyBlocks, "too many key blocks for the GPU index build: ", key_blocks);
   const int64_t q_blocks = (len + block_q - 1) / block_q;
   require(q_blocks <= 65535, "too many query blocks for one launch: ", q_blocks);
+  const int64_t run_tokens = layout_run_tokens(layout);
+  const bool aligned = block_q == block_k && run_tokens % block_k == 0;
   return BuildGeometry{position,
                        block_q,
                        block_k,
                        static_cast<int32_t>(q_blocks),
                        static_cast<int32_t>(key_blocks),
                        static_cast<int32_t>((key_blocks + 31) / 32),
-                       len};
+                       len,
+                       aligned ? static_cast<int32_t>(run_tokens / block_k) : 0,
+                       (block_k & (block_k - 1)) == 0 ? std::countr_zero(static_cast<uint32_t>(block_k)) : -1};
 }
 
 size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -450,6 +608,12 @@ class BuildPasses {
     const auto lists = static_cast<size_t>(lists_);
     const size_t bitmap_bytes = lists * static_cast<size_t>(g.words) * 4;
     const bool keep_bitmaps = static_cast<int64_t>(bitmap_bytes) <= options.max_bitmap_bytes;
+    // Diagonals 0 .. N / B - 1: (qs - ks) / B of any two aligned blocks lies there or below 0.
+    const int64_t diagonal_words = (g.position.layout.seq_len_tokens() / g.block_k + 31) / 32;
+    const size_t diagonal_bytes = g.run_blocks > 0 ? rows * static_cast<size_t>(diagonal_words) * 4 : 0;
+    const size_t key_block_bytes = rows * (static_cast<size_t>(g.key_blocks) + 1) * 4;
+    const bool use_row_tables =
+        static_cast<int64_t>(diagonal_bytes + key_block_bytes) <= options.max_row_table_bytes;
     size_t scan_bytes = 0;
     SPARSERING_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int64_t*>(nullptr),
                                                         static_cast<int64_t*>(nullptr), lists_ + 1, stream));
@@ -463,13 +627,16 @@ class BuildPasses {
                             align_up((lists + 1) * 8),           // tile offsets (64-bit)
                             align_up((lists + 1) * 8),           // column offsets (64-bit)
                             align_up(scan_bytes),                // scan temporary
-                            keep_bitmaps ? align_up(bitmap_bytes) : 0};
+                            keep_bitmaps ? align_up(bitmap_bytes) : 0,
+                            use_row_tables ? align_up(diagonal_bytes) : 0,
+                            use_row_tables ? align_up(key_block_bytes) : 0};
     size_t total = 0;
     for (const size_t size : sizes) total += size;
     scratch_.emplace(total, stream);
     unsigned char* at = scratch_->as<unsigned char>();
-    unsigned char* part[11];
-    for (int i = 0; i < 11; ++i) {
+    constexpr int kParts = sizeof(sizes) / sizeof(sizes[0]);
+    unsigned char* part[kParts];
+    for (int i = 0; i < kParts; ++i) {
       part[i] = at;
       at += sizes[i];
     }
@@ -483,22 +650,36 @@ class BuildPasses {
     tile_offsets64_ = reinterpret_cast<int64_t*>(part[7]);
     column_offsets64_ = reinterpret_cast<int64_t*>(part[8]);
     void* scan_temp = part[9];
-    scratch_ptrs_ = BuildScratch{static_cast<int64_t>(stride), interval_count, interval_lo, interval_hi, key_count,
-                                 key_local, kept.capacity, keep_bitmaps ? reinterpret_cast<uint32_t*>(part[10]) : nullptr};
+    auto* diagonals = use_row_tables && diagonal_bytes > 0 ? reinterpret_cast<uint32_t*>(part[11]) : nullptr;
+    auto* key_blocks_below = use_row_tables ? reinterpret_cast<int32_t*>(part[12]) : nullptr;
+    scratch_ptrs_ = BuildScratch{static_cast<int64_t>(stride),
+                                 interval_count,
+                                 interval_lo,
+                                 interval_hi,
+                                 key_count,
+                                 key_local,
+                                 kept.capacity,
+                                 keep_bitmaps ? reinterpret_cast<uint32_t*>(part[10]) : nullptr,
+                                 diagonals,
+                                 static_cast<int32_t>(diagonal_words),
+                                 key_blocks_below};
+    if (diagonals != nullptr) SPARSERING_CUDA_CHECK(cudaMemsetAsync(diagonals, 0, diagonal_bytes, stream));
     // The last count entry stays 0, so each exclusive scan ends with the total.
     SPARSERING_CUDA_CHECK(cudaMemsetAsync(tile_counts + lists_, 0, 8, stream));
     SPARSERING_CUDA_CHECK(cudaMemsetAsync(column_counts + lists_, 0, 8, stream));
 
     prepare_rows_kernel<<<static_cast<unsigned>(kept.rows), kPrepareThreads, 0, stream>>>(
-        kept, g.position, interval_count, interval_lo, interval_hi, key_count, key_local);
+        kept, g.position, interval_count, interval_lo, interval_hi, key_count, key_local, diagonals,
+        static_cast<int32_t>(diagonal_words), g.block_k, key_blocks_below, g.key_blocks);
     SPARSERING_CUDA_CHECK(cudaGetLastError());
-    smem_ = bitmap_smem_bytes(g.words) + static_cast<size_t>(g.block_q) * 16;
-    SPARSERING_CUDA_CHECK(
-        cudaFuncSetAttribute(count_lists_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
-    SPARSERING_CUDA_CHECK(
-        cudaFuncSetAttribute(fill_lists_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_)));
+    const size_t count_smem = bitmap_smem_bytes(g.words) + static_cast<size_t>(g.block_q) * 16;
+    fill_smem_ = count_smem + kStageEntries * 4;
+    SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(count_lists_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(count_smem)));
+    SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(fill_lists_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(fill_smem_)));
     grid_ = dim3(static_cast<unsigned>(g.q_blocks), static_cast<unsigned>(kept.rows));
-    count_lists_kernel<<<grid_, kBuildThreads, smem_, stream>>>(g, scratch_ptrs_, tile_counts, column_counts);
+    count_lists_kernel<<<grid_, kBuildThreads, count_smem, stream>>>(g, scratch_ptrs_, tile_counts, column_counts);
     SPARSERING_CUDA_CHECK(cudaGetLastError());
     SPARSERING_CUDA_CHECK(
         cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, tile_counts, tile_offsets64_, lists_ + 1, stream));
@@ -516,7 +697,7 @@ class BuildPasses {
         lists_, tile_offsets64_, column_offsets64_, index.capacity, index.tile_offsets.data(),
         index.column_offsets.data(), index.needed.data());
     SPARSERING_CUDA_CHECK(cudaGetLastError());
-    fill_lists_kernel<<<grid_, kBuildThreads, smem_, stream_>>>(g_, scratch_ptrs_, index.tile_offsets.data(),
+    fill_lists_kernel<<<grid_, kBuildThreads, fill_smem_, stream_>>>(g_, scratch_ptrs_, index.tile_offsets.data(),
                                                                 index.tile_block.data(), index.tile_masked.data(),
                                                                 index.column_offsets.data(), index.column_index.data());
     SPARSERING_CUDA_CHECK(cudaGetLastError());
@@ -530,7 +711,7 @@ class BuildPasses {
   BuildScratch scratch_ptrs_{};
   int64_t* tile_offsets64_ = nullptr;
   int64_t* column_offsets64_ = nullptr;
-  size_t smem_ = 0;
+  size_t fill_smem_ = 0;
   dim3 grid_;
 };
 

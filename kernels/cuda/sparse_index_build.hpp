@@ -93,9 +93,16 @@ DeviceSparseIndex allocate_sparse_index(const RingPosition& position, int32_t ro
 
 /// Tuning of launch_build_sparse_index_into. The count pass keeps each list's key-block bitmap
 /// for the fill pass while it takes at most max_bitmap_bytes of scratch (rows x query blocks x
-/// key blocks / 8 bytes); above that the fill pass marks the bitmap again.
+/// key blocks / 8 bytes); above that the fill pass marks the bitmap again. Two per-row tables
+/// spare each list a walk while they take at most max_row_table_bytes together: the kept keys
+/// before each key block (rows x (key blocks + 1) x 4 bytes; the count pass subtracts the keys
+/// under the tiles instead of testing every key) and, when every block is one run of
+/// consecutive tokens starting at a multiple of the block (block_q = block_k and the layout's
+/// runs are whole blocks), the table of block diagonals (rows x N / block / 8 bytes; a list's
+/// bitmap is read off it instead of walking the row's slash intervals).
 struct SparseIndexBuildOptions {
   int64_t max_bitmap_bytes = int64_t{256} << 20;
+  int64_t max_row_table_bytes = int64_t{64} << 20;
 };
 
 /// Builds into `index` (from allocate_sparse_index with this position's geometry and kept.rows

@@ -124,12 +124,17 @@ void check_build_case(const BuildCase& c, std::mt19937_64& rng, cudaStream_t str
           sparse_index_capacity_bound(position, rows, c.block_q, c.block_k, capacity, capacity);
       ASSERT_GE(bound.tiles, expected.tiles()) << where;
       ASSERT_GE(bound.columns, expected.columns()) << where;
-      for (const int64_t max_bitmap_bytes : {int64_t{256} << 20, int64_t{0}}) {
+      // Bitmaps kept for the fill pass or marked again; with the per-row tables (the diagonal
+      // table on aligned geometries, the keys per key block) or without.
+      for (const SparseIndexBuildOptions options :
+           {SparseIndexBuildOptions{}, SparseIndexBuildOptions{0, int64_t{64} << 20}, SparseIndexBuildOptions{0, 0}}) {
         DeviceSparseIndex into = allocate_sparse_index(position, rows, c.block_q, c.block_k, bound);
-        launch_build_sparse_index_into(kept, position, into, stream, SparseIndexBuildOptions{max_bitmap_bytes});
+        launch_build_sparse_index_into(kept, position, into, stream, options);
         EXPECT_EQ(into.tiles, -1);
         read_sparse_index_counts(into, stream);
-        expect_equal(into, expected, where + str(" (capacity bound, bitmap scratch limit ", max_bitmap_bytes, ")"));
+        expect_equal(into, expected,
+                     where + str(" (capacity bound, bitmap scratch limit ", options.max_bitmap_bytes,
+                                 ", row table limit ", options.max_row_table_bytes, ")"));
       }
       if (::testing::Test::HasFailure()) return;
     }
@@ -137,21 +142,25 @@ void check_build_case(const BuildCase& c, std::mt19937_64& rng, cudaStream_t str
 }
 
 // A few cases (also run under compute-sanitizer): one rank, zigzag with key blocks larger than
-// query blocks, stripes equal to the blocks.
+// query blocks, stripes equal to the blocks, and aligned geometries (the diagonal table): zigzag
+// halves of several blocks, stripes of three blocks that straddle bitmap words.
 TEST(SparseIndexBuildGpu, EqualsCpuBuilder) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
   CudaStream stream;
   for (const BuildCase& c : {BuildCase{LayoutKind::contiguous, 1, 0, 1000, 64, 64},
                              BuildCase{LayoutKind::zigzag, 2, 0, 1200, 64, 128},
-                             BuildCase{LayoutKind::striped, 2, 64, 1280, 128, 128}}) {
+                             BuildCase{LayoutKind::striped, 2, 64, 1280, 128, 128},
+                             BuildCase{LayoutKind::zigzag, 2, 0, 1024, 64, 64},
+                             BuildCase{LayoutKind::striped, 3, 48, 4608, 16, 16}}) {
     check_build_case(c, rng, stream.get());
     if (HasFailure()) return;
   }
 }
 
 // Every layout, ring sizes 1-4, stripes smaller than, equal to and larger than the blocks,
-// blocks that are not multiples of 64, partial last blocks.
+// blocks that are not multiples of 64, partial last blocks, and aligned geometries (runs of 1 to
+// 128 blocks, runs that straddle bitmap words).
 TEST(SparseIndexBuildGpuSweep, EqualsCpuBuilder) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
@@ -161,7 +170,12 @@ TEST(SparseIndexBuildGpuSweep, EqualsCpuBuilder) {
         BuildCase{LayoutKind::zigzag, 2, 0, 1200, 64, 128}, BuildCase{LayoutKind::zigzag, 4, 0, 1040, 48, 16},
         BuildCase{LayoutKind::striped, 4, 16, 2048, 64, 64}, BuildCase{LayoutKind::striped, 2, 64, 1280, 128, 128},
         BuildCase{LayoutKind::striped, 3, 100, 1800, 64, 64}, BuildCase{LayoutKind::striped, 2, 1, 512, 64, 32},
-        BuildCase{LayoutKind::contiguous, 1, 0, 5000, 1024, 64}}) {
+        BuildCase{LayoutKind::contiguous, 1, 0, 5000, 1024, 64},
+        // Aligned (block_q = block_k, runs of whole blocks): the diagonal table.
+        BuildCase{LayoutKind::contiguous, 1, 0, 1024, 64, 64}, BuildCase{LayoutKind::contiguous, 2, 0, 4096, 16, 16},
+        BuildCase{LayoutKind::contiguous, 3, 0, 1536, 64, 64}, BuildCase{LayoutKind::zigzag, 4, 0, 2048, 32, 32},
+        BuildCase{LayoutKind::striped, 4, 64, 2048, 64, 64}, BuildCase{LayoutKind::striped, 2, 256, 4096, 128, 128},
+        BuildCase{LayoutKind::striped, 3, 96, 1728, 32, 32}}) {
     check_build_case(c, rng, stream.get());
     if (HasFailure()) return;
   }

@@ -1,7 +1,7 @@
 // RAII owners for device memory, streams and events (docs/kernels.md). DeviceBuffer is
-// a typed cudaMalloc'd array; StreamBuffer is stream-ordered scratch (cudaMallocAsync/FreeAsync)
-// that launchers use for workspaces so callers pass no workspace pointers. Host code only;
-// exercised by every test in tests/kernels_gpu/.
+// a typed cudaMalloc'd array; StreamBuffer is stream-ordered scratch from the scratch pool
+// (scratch_pool.hpp) that launchers use for workspaces so callers pass no workspace pointers.
+// Host code only; exercised by every test in tests/kernels_gpu/.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/scratch_pool.hpp"
 
 namespace sparsering {
 
@@ -69,14 +70,14 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-/// Stream-ordered scratch memory: allocated with cudaMallocAsync on `stream`, freed with
+/// Stream-ordered scratch memory: allocated from the scratch pool on `stream`, freed with
 /// cudaFreeAsync on the same stream when the owner goes out of scope, so kernels queued before
 /// the destructor still see valid memory.
 class StreamBuffer {
  public:
   /// Allocates `bytes` on `stream` (0 bytes gives a null pointer).
   StreamBuffer(size_t bytes, cudaStream_t stream) : stream_(stream), bytes_(bytes) {
-    if (bytes > 0) SPARSERING_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+    if (bytes > 0) SPARSERING_CUDA_CHECK(cudaMallocFromPoolAsync(&data_, bytes, scratch_pool(), stream));
   }
   StreamBuffer(const StreamBuffer&) = delete;
   StreamBuffer& operator=(const StreamBuffer&) = delete;

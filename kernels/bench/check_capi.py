@@ -1,7 +1,8 @@
 """End-to-end check of libsparsering_kernels.so through the ctypes binding, on the GPU: the
 benchmark's numpy index (kernels/bench/patterns.py) and our forward / backward must equal a dense
 fp64 torch attention restricted to the pairs the contract defines (causal and (tile kept or key a
-kept vertical)), built independently of the index. Also checks that bad arguments raise.
+kept vertical)), built independently of the index; the index built into an allocated index
+equals the exact-array build on ring layouts. Also checks that bad arguments raise.
 Bounds as the C++ GPU tests: out rel L2 <= 5e-3, lse max err <= 2e-3, grads rel L2 <= 1e-2.
 
   python3 kernels/bench/check_capi.py --lib build/kernels/cuda/libsparsering_kernels.so
@@ -19,7 +20,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from patterns import HeadPattern, pattern_index, qwen_like_pattern  # noqa: E402
-from sparsering.capi import SR_INPUT_ERROR, DeviceIndex, SparseringError, SparseringKernels  # noqa: E402
+from sparsering.capi import SR_INPUT_ERROR, DeviceIndex, RingPosition, SparseringError, SparseringKernels  # noqa: E402
 
 
 def contract_mask(patterns, n: int, block: int) -> torch.Tensor:
@@ -83,6 +84,38 @@ def main() -> int:
             print(f"capi N={n} H={heads}/{kv_heads} D={dim} B={block}: {name} error {value:.2e} (bound {bound:.0e}) {status}")
             if not value <= bound:
                 failures.append(f"{name} N={n}")
+    # Index builds: into an index allocated once (no sync) equals the exact-array build, at every
+    # ring step of a zigzag ring of 2 (aligned blocks: the diagonal table) and a striped ring of 3
+    # (stripes shorter than a block: the slash intervals).
+    for position_args, ring_n, ring_block in ((dict(layout="zigzag", ranks=2), 2048, 64),
+                                         (dict(layout="striped", ranks=3, granularity_tokens=16), 1536, 64)):
+        patterns = [qwen_like_pattern(rng, ring_n, 0.9) for _ in range(3)]
+        capacity = max(1, max(max(len(p.vertical_keys), len(p.slash_offsets)) for p in patterns))
+        kept = [torch.zeros(3, dtype=torch.int32), torch.full((3, capacity), -1, dtype=torch.int32),
+                torch.zeros(3, dtype=torch.int32), torch.full((3, capacity), -1, dtype=torch.int32)]
+        for row, p in enumerate(patterns):
+            kept[0][row], kept[2][row] = len(p.vertical_keys), len(p.slash_offsets)
+            kept[1][row, : len(p.vertical_keys)] = torch.as_tensor(p.vertical_keys, dtype=torch.int32)
+            kept[3][row, : len(p.slash_offsets)] = torch.as_tensor(p.slash_offsets, dtype=torch.int32)
+        kept = tuple(t.cuda() for t in kept)
+        for q_rank in range(position_args["ranks"]):
+            for kv_rank in range(position_args["ranks"]):
+                position = RingPosition(seq_len_tokens=ring_n, q_rank=q_rank, kv_rank=kv_rank, **position_args)
+                exact = lib.build_index(kept, position, ring_block, ring_block).copy(torch.device("cuda"))
+                into = lib.allocate_index(3, capacity, position, ring_block, ring_block)
+                lib.build_index_into(kept, position, into)
+                into.read_counts()
+                got = into.copy(torch.device("cuda"))
+                # Entries past the counts are unused (arrays hold at least one entry, never written).
+                lists = len(exact.tile_offsets)
+                lengths = (lists, exact.tiles(), exact.tiles(), lists, exact.columns())
+                same = got.tiles() == exact.tiles() and got.columns() == exact.columns() and all(
+                    torch.equal(a[:m], b[:m]) for a, b, m in zip(got.tensors(), exact.tensors(), lengths))
+                where = f"{position_args['layout']} W={position_args['ranks']} step ({q_rank}, {kv_rank})"
+                print(f"capi index build into an allocated index == exact arrays, {where} ({exact.tiles()} tiles, "
+                      f"{exact.columns()} columns): {'ok' if same else 'FAIL'}")
+                if not same:
+                    failures.append(f"index into {where}")
     # Bad arguments: a dtype error in Python, an InputError from the library.
     try:
         lib.sparse_attn_fwd(q.float(), k, v, index, out, lse)

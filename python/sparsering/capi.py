@@ -77,7 +77,8 @@ class _CudaArray:
 
 
 class GpuIndex:
-    """An index built on the GPU by sr_build_index_from_estimate; freed with the object."""
+    """An index on the GPU (sr_build_index, or sr_index_allocate for builds into it); freed with
+    the object. tiles() and columns() are -1 after a build into it until read_counts()."""
 
     def __init__(self, lib, handle: ctypes.c_void_p, rows: int):
         self._lib, self._handle, self.rows = lib, handle, rows
@@ -87,6 +88,13 @@ class GpuIndex:
 
     def columns(self) -> int:
         return int(self._lib.sr_index_columns(self._handle))
+
+    def read_counts(self) -> None:
+        """Waits for the current stream and reads the last build's counts (raises when they
+        exceeded the capacity)."""
+        code = self._lib.sr_index_read_counts(self._handle, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if code != SR_OK:
+            raise SparseringError(code, self._lib.sr_last_error().decode())
 
     def fill(self, problem) -> int:
         return self._lib.sr_index_fill_problem(self._handle, ctypes.byref(problem))
@@ -148,6 +156,12 @@ class SparseringKernels:
         lib.sr_build_index.argtypes = [ctypes.c_int32, ctypes.c_int32, vp, vp, vp, vp, ctypes.c_int32, ctypes.c_int32,
                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
                                        ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p), vp]
+        lib.sr_index_allocate.argtypes = [ctypes.c_int32] * 4 + [ctypes.c_int64, ctypes.c_int64] + \
+            [ctypes.c_int32] * 4 + [ctypes.POINTER(ctypes.c_void_p)]
+        lib.sr_build_index_into.argtypes = [ctypes.c_int32, ctypes.c_int32, vp, vp, vp, vp, ctypes.c_int32,
+                                            ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                            ctypes.c_int32, vp, vp]
+        lib.sr_index_read_counts.argtypes = [vp, vp]
         lib.sr_index_fill_problem.argtypes = [vp, ctypes.POINTER(_Problem)]
         lib.sr_index_tiles.argtypes = [vp]
         lib.sr_index_columns.argtypes = [vp]
@@ -156,7 +170,8 @@ class SparseringKernels:
         lib.sr_index_free.argtypes = [vp]
         lib.sr_index_free.restype = None
         for name in ("sr_sparse_attn_fwd", "sr_attn_bwd_delta", "sr_sparse_attn_bwd", "sr_estimate_select",
-                     "sr_build_index", "sr_index_fill_problem"):
+                     "sr_build_index", "sr_index_allocate", "sr_build_index_into", "sr_index_read_counts",
+                     "sr_index_fill_problem"):
             getattr(lib, name).restype = ctypes.c_int
 
     def version(self) -> str:
@@ -216,6 +231,33 @@ class SparseringKernels:
                                              position.granularity_tokens, position.q_rank, position.kv_rank, block_q,
                                              block_k, ctypes.byref(handle), self._stream()))
         return GpuIndex(self._lib, handle, rows)
+
+    def allocate_index(self, rows: int, capacity: int, position: RingPosition, block_q: int,
+                       block_k: int) -> GpuIndex:
+        """An index of the capacity bound for kept sets of `rows` x `capacity` at this ring step,
+        to build into (build_index_into) as often as needed."""
+        if position.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {position.layout!r}")
+        handle = ctypes.c_void_p()
+        self._check(self._lib.sr_index_allocate(rows, capacity, LAYOUTS[position.layout], position.ranks,
+                                                position.seq_len_tokens, position.granularity_tokens, position.q_rank,
+                                                position.kv_rank, block_q, block_k, ctypes.byref(handle)))
+        return GpuIndex(self._lib, handle, rows)
+
+    def build_index_into(self, kept: tuple, position: RingPosition, index: GpuIndex) -> None:
+        """build_index into an index from allocate_index, with no host synchronization; its counts
+        are read by index.read_counts()."""
+        vc, vk, sc, so = kept
+        rows, capacity = vk.shape
+        for name, t, shape in (("vertical_count", vc, (rows,)), ("vertical_keys", vk, (rows, capacity)),
+                               ("slash_count", sc, (rows,)), ("slash_offsets", so, (rows, capacity))):
+            self._tensor(t, name, torch.int32, shape)
+        if position.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {position.layout!r}")
+        self._check(self._lib.sr_build_index_into(rows, capacity, vc.data_ptr(), vk.data_ptr(), sc.data_ptr(),
+                                                  so.data_ptr(), LAYOUTS[position.layout], position.ranks,
+                                                  position.seq_len_tokens, position.granularity_tokens,
+                                                  position.q_rank, position.kv_rank, index._handle, self._stream()))
 
     def _problem(self, q, k, index, position: RingPosition | None, softmax_scale) -> _Problem:
         if q.dim() != 4 or k.dim() != 4:

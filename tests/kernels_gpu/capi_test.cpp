@@ -68,6 +68,25 @@ TEST(KernelsCApi, RejectsBadProblemsWithNamedFields) {
   EXPECT_EQ(sr_attn_bwd_delta(-1, 128, fake(1), nullptr, nullptr, nullptr), SR_INPUT_ERROR);
 }
 
+// The preallocated index's calls refuse bad arguments before touching the GPU, naming them.
+TEST(KernelsCApi, IndexIntoRejectsBadArguments) {
+  sr_index* index = reinterpret_cast<sr_index*>(fake(9));
+  auto expect_refused = [](int code, const char* named) {
+    EXPECT_EQ(code, SR_INPUT_ERROR) << named;
+    EXPECT_NE(std::string(sr_last_error()).find(named), std::string::npos) << named << ": " << sr_last_error();
+  };
+  expect_refused(sr_index_allocate(4, 16, SR_LAYOUT_CONTIGUOUS, 1, 1024, 0, 0, 0, 64, 64, nullptr), "must not be null");
+  expect_refused(sr_index_allocate(4, 0, SR_LAYOUT_CONTIGUOUS, 1, 1024, 0, 0, 0, 64, 64, &index), "capacity");
+  EXPECT_EQ(index, nullptr) << "a refused allocation leaves no index";
+  expect_refused(sr_index_allocate(4, 16, 7, 1, 1024, 0, 0, 0, 64, 64, &index), "layout_kind");
+  expect_refused(sr_index_allocate(4, 16, SR_LAYOUT_CONTIGUOUS, 0, 1024, 0, 0, 0, 64, 64, &index), "ring size");
+  expect_refused(sr_index_allocate(4, 16, SR_LAYOUT_CONTIGUOUS, 2, 1024, 0, 2, 0, 64, 64, &index), "position ranks");
+  expect_refused(sr_build_index_into(4, 16, nullptr, nullptr, nullptr, nullptr, SR_LAYOUT_CONTIGUOUS, 1, 1024, 0, 0, 0,
+                                     nullptr, nullptr),
+                 "must not be null");
+  expect_refused(sr_index_read_counts(nullptr, nullptr), "must not be null");
+}
+
 TEST(KernelsCApi, ReportsVersion) { EXPECT_FALSE(std::string(sr_version()).empty()); }
 
 }  // namespace

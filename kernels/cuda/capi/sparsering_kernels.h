@@ -78,6 +78,26 @@ int sr_build_index(int32_t rows, int32_t capacity, const int32_t* vertical_count
                    int64_t seq_len_tokens, int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank,
                    int32_t block_q, int32_t block_k, sr_index** index, void* stream);
 
+/* An index for ring step (q_rank, kv_rank) of the layout with block_q x block_k tiles, sized by
+ * the capacity bound of kept sets of `rows` rows with at most `capacity` entries each, so that
+ * sr_build_index_into never runs out of room. Allocates device memory: allocate once, build many
+ * times. Tiles and columns read -1 until a build's counts are read. */
+int sr_index_allocate(int32_t rows, int32_t capacity, int32_t layout_kind, int32_t ring_ranks, int64_t seq_len_tokens,
+                      int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank, int32_t block_q, int32_t block_k,
+                      sr_index** index);
+
+/* sr_build_index's build into `index` (from sr_index_allocate for the same rows and geometry)
+ * with no host synchronization (CUDA-graph capturable): the forward and backward can read the
+ * index as soon as the build is queued. Tiles and columns read -1 until sr_index_read_counts. */
+int sr_build_index_into(int32_t rows, int32_t capacity, const int32_t* vertical_count, const int32_t* vertical_keys,
+                        const int32_t* slash_count, const int32_t* slash_offsets, int32_t layout_kind,
+                        int32_t ring_ranks, int64_t seq_len_tokens, int64_t granularity_tokens, int32_t q_rank,
+                        int32_t kv_rank, sr_index* index, void* stream);
+
+/* Synchronizes `stream` and stores the last build's tile and column counts in `index`
+ * (SR_INPUT_ERROR when they exceeded its capacity: that index must not be used). */
+int sr_index_read_counts(sr_index* index, void* stream);
+
 /* Points the index fields of `problem` (block_q, block_k, q_blocks and the five arrays) at `index`. */
 int sr_index_fill_problem(const sr_index* index, sr_attention_problem* problem);
 
@@ -85,7 +105,7 @@ int sr_index_fill_problem(const sr_index* index, sr_attention_problem* problem);
 int64_t sr_index_tiles(const sr_index* index);
 int64_t sr_index_columns(const sr_index* index);
 
-/* Frees an index from sr_build_index_from_estimate (null is allowed). */
+/* Frees an index from sr_build_index or sr_index_allocate (null is allowed). */
 void sr_index_free(sr_index* index);
 
 /* Message of the calling thread's last failed call ("" if none). Valid until its next call. */

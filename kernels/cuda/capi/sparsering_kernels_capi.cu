@@ -14,6 +14,7 @@
 #include "kernels/cuda/pattern_pipeline.hpp"
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 #include "kernels/cuda/sparse_attn_fwd.hpp"
+#include "kernels/cuda/sparse_index_build.hpp"
 #include "sparsering/version.hpp"
 
 #define SR_EXPORT extern "C" __attribute__((visibility("default")))
@@ -62,6 +63,18 @@ sparsering::RingPosition position_of(const sr_attention_problem& p) {
   position.q_rank = p.q_rank;
   position.kv_rank = p.kv_rank;
   return position;
+}
+
+sparsering::RingPosition layout_position(int32_t layout_kind, int32_t ring_ranks, int64_t seq_len_tokens,
+                                         int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank) {
+  sr_attention_problem layout_only{};
+  layout_only.layout_kind = layout_kind;
+  layout_only.ring_ranks = ring_ranks;
+  layout_only.seq_len_tokens = seq_len_tokens;
+  layout_only.granularity_tokens = granularity_tokens;
+  layout_only.q_rank = q_rank;
+  layout_only.kv_rank = kv_rank;
+  return position_of(layout_only);
 }
 
 sparsering::SparseIndexView index_of(const sr_attention_problem& p) {
@@ -179,18 +192,50 @@ SR_EXPORT int sr_build_index(int32_t rows, int32_t capacity, const int32_t* vert
   return guarded([&] {
     sparsering::require(index != nullptr, "index must not be null");
     *index = nullptr;
-    sr_attention_problem layout_only{};
-    layout_only.layout_kind = layout_kind;
-    layout_only.ring_ranks = ring_ranks;
-    layout_only.seq_len_tokens = seq_len_tokens;
-    layout_only.granularity_tokens = granularity_tokens;
-    layout_only.q_rank = q_rank;
-    layout_only.kv_rank = kv_rank;
     const sparsering::KeptSetsView kept{rows, capacity, vertical_count, vertical_keys, slash_count, slash_offsets};
     auto result = std::make_unique<sr_index>();
-    result->index = sparsering::launch_build_sparse_index(kept, position_of(layout_only), block_q, block_k,
-                                                          static_cast<cudaStream_t>(stream));
+    result->index = sparsering::launch_build_sparse_index(
+        kept, layout_position(layout_kind, ring_ranks, seq_len_tokens, granularity_tokens, q_rank, kv_rank), block_q,
+        block_k, static_cast<cudaStream_t>(stream));
     *index = result.release();
+  });
+}
+
+SR_EXPORT int sr_index_allocate(int32_t rows, int32_t capacity, int32_t layout_kind, int32_t ring_ranks,
+                                int64_t seq_len_tokens, int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank,
+                                int32_t block_q, int32_t block_k, sr_index** index) {
+  return guarded([&] {
+    sparsering::require(index != nullptr, "index must not be null");
+    *index = nullptr;
+    sparsering::require(capacity >= 1, "capacity must be >= 1, got ", capacity);
+    const sparsering::RingPosition position =
+        layout_position(layout_kind, ring_ranks, seq_len_tokens, granularity_tokens, q_rank, kv_rank);
+    const sparsering::SparseIndexCapacity bound =
+        sparsering::sparse_index_capacity_bound(position, rows, block_q, block_k, capacity, capacity);
+    auto result = std::make_unique<sr_index>();
+    result->index = sparsering::allocate_sparse_index(position, rows, block_q, block_k, bound);
+    *index = result.release();
+  });
+}
+
+SR_EXPORT int sr_build_index_into(int32_t rows, int32_t capacity, const int32_t* vertical_count,
+                                  const int32_t* vertical_keys, const int32_t* slash_count,
+                                  const int32_t* slash_offsets, int32_t layout_kind, int32_t ring_ranks,
+                                  int64_t seq_len_tokens, int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank,
+                                  sr_index* index, void* stream) {
+  return guarded([&] {
+    sparsering::require(index != nullptr, "index must not be null");
+    const sparsering::KeptSetsView kept{rows, capacity, vertical_count, vertical_keys, slash_count, slash_offsets};
+    sparsering::launch_build_sparse_index_into(
+        kept, layout_position(layout_kind, ring_ranks, seq_len_tokens, granularity_tokens, q_rank, kv_rank),
+        index->index, static_cast<cudaStream_t>(stream));
+  });
+}
+
+SR_EXPORT int sr_index_read_counts(sr_index* index, void* stream) {
+  return guarded([&] {
+    sparsering::require(index != nullptr, "index must not be null");
+    sparsering::read_sparse_index_counts(index->index, static_cast<cudaStream_t>(stream));
   });
 }
 

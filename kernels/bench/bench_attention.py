@@ -194,6 +194,17 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
             kept[3][hh, : len(p.slash_offsets)] = torch.as_tensor(p.slash_offsets, dtype=torch.int32)
         kept = tuple(t.cuda() for t in kept)
         position = RingPosition(seq_len_tokens=n)
+
+        def same_forward(built) -> bool:
+            """Our forward over a GPU-built index equals the numpy-index output (the same pairs)."""
+            out2 = torch.zeros_like(out)
+            lse2 = torch.full_like(lse, -math.inf)
+            lib.sparse_attn_fwd(q, k, v, built, out2, lse2)
+            ref_out = torch.zeros_like(out)
+            ref_lse = torch.full_like(lse, -math.inf)
+            lib.sparse_attn_fwd(q, k, v, index, ref_out, ref_lse)
+            return bool(torch.equal(out2, ref_out))
+
         builds = {}
         for block in args.prep_blocks:
             times = []
@@ -207,31 +218,15 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
                 if rep >= w:
                     times.append(start.elapsed_time(stop))
                 if rep == 0 and block == BLOCK:
-                    # same pairs: our forward over the GPU-built index equals the numpy-index output
-                    same = built.tiles() == h.tile_block.size and built.columns() == h.column_index.size
-                    out2 = torch.zeros_like(out)
-                    lse2 = torch.full_like(lse, -math.inf)
-                    lib.sparse_attn_fwd(q, k, v, built, out2, lse2)
-                    ref_out = torch.zeros_like(out)
-                    ref_lse = torch.full_like(lse, -math.inf)
-                    lib.sparse_attn_fwd(q, k, v, index, ref_out, ref_lse)
-                    same = same and bool(torch.equal(out2, ref_out))
-                    del out2, lse2, ref_out, ref_lse
+                    same = built.tiles() == h.tile_block.size and built.columns() == h.column_index.size and \
+                        same_forward(built)
                 tiles, columns = built.tiles(), built.columns()
                 del built
             into = lib.allocate_index(HEADS, capacity, position, block, block)
             into_time = time_ms(lambda: lib.build_index_into(kept, position, into), w, r)
             into.read_counts()
-            same_into = into.tiles() == tiles and into.columns() == columns
-            if block == BLOCK:
-                out2 = torch.zeros_like(out)
-                lse2 = torch.full_like(lse, -math.inf)
-                lib.sparse_attn_fwd(q, k, v, into, out2, lse2)
-                ref_out = torch.zeros_like(out)
-                ref_lse = torch.full_like(lse, -math.inf)
-                lib.sparse_attn_fwd(q, k, v, index, ref_out, ref_lse)
-                same_into = same_into and bool(torch.equal(out2, ref_out))
-                del out2, lse2, ref_out, ref_lse
+            same_into = into.tiles() == tiles and into.columns() == columns and \
+                (block != BLOCK or same_forward(into))
             del into
             builds[block] = {"median_ms": into_time["median_ms"], "min_ms": into_time["min_ms"], "repeats": r,
                              "exact_arrays_median_ms": statistics.median(times), "tiles": tiles, "columns": columns,

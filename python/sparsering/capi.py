@@ -215,9 +215,9 @@ class SparseringKernels:
                                                  capacity, *(t.data_ptr() for t in kept), self._stream()))
         return kept
 
-    def build_index(self, kept: tuple, position: RingPosition, block_q: int, block_k: int) -> GpuIndex:
-        """Index build on the GPU from kept sets (vertical_count, vertical_keys, slash_count,
-        slash_offsets) as estimate_select returns them (global positions, ascending, unique)."""
+    def _build_args(self, kept: tuple, position: RingPosition) -> tuple:
+        """The arguments the C API's builds share, after checking them: rows, capacity, the four
+        kept-set pointers and the layout and ring position."""
         vc, vk, sc, so = kept
         rows, capacity = vk.shape
         for name, t, shape in (("vertical_count", vc, (rows,)), ("vertical_keys", vk, (rows, capacity)),
@@ -225,12 +225,17 @@ class SparseringKernels:
             self._tensor(t, name, torch.int32, shape)
         if position.layout not in LAYOUTS:
             raise ValueError(f"unknown layout {position.layout!r}")
+        return (rows, capacity, vc.data_ptr(), vk.data_ptr(), sc.data_ptr(), so.data_ptr(), LAYOUTS[position.layout],
+                position.ranks, position.seq_len_tokens, position.granularity_tokens, position.q_rank,
+                position.kv_rank)
+
+    def build_index(self, kept: tuple, position: RingPosition, block_q: int, block_k: int) -> GpuIndex:
+        """Index build on the GPU from kept sets (vertical_count, vertical_keys, slash_count,
+        slash_offsets) as estimate_select returns them (global positions, ascending, unique)."""
+        args = self._build_args(kept, position)
         handle = ctypes.c_void_p()
-        self._check(self._lib.sr_build_index(rows, capacity, vc.data_ptr(), vk.data_ptr(), sc.data_ptr(), so.data_ptr(),
-                                             LAYOUTS[position.layout], position.ranks, position.seq_len_tokens,
-                                             position.granularity_tokens, position.q_rank, position.kv_rank, block_q,
-                                             block_k, ctypes.byref(handle), self._stream()))
-        return GpuIndex(self._lib, handle, rows)
+        self._check(self._lib.sr_build_index(*args, block_q, block_k, ctypes.byref(handle), self._stream()))
+        return GpuIndex(self._lib, handle, args[0])
 
     def allocate_index(self, rows: int, capacity: int, position: RingPosition, block_q: int,
                        block_k: int) -> GpuIndex:
@@ -247,17 +252,7 @@ class SparseringKernels:
     def build_index_into(self, kept: tuple, position: RingPosition, index: GpuIndex) -> None:
         """build_index into an index from allocate_index, with no host synchronization; its counts
         are read by index.read_counts()."""
-        vc, vk, sc, so = kept
-        rows, capacity = vk.shape
-        for name, t, shape in (("vertical_count", vc, (rows,)), ("vertical_keys", vk, (rows, capacity)),
-                               ("slash_count", sc, (rows,)), ("slash_offsets", so, (rows, capacity))):
-            self._tensor(t, name, torch.int32, shape)
-        if position.layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {position.layout!r}")
-        self._check(self._lib.sr_build_index_into(rows, capacity, vc.data_ptr(), vk.data_ptr(), sc.data_ptr(),
-                                                  so.data_ptr(), LAYOUTS[position.layout], position.ranks,
-                                                  position.seq_len_tokens, position.granularity_tokens,
-                                                  position.q_rank, position.kv_rank, index._handle, self._stream()))
+        self._check(self._lib.sr_build_index_into(*self._build_args(kept, position), index._handle, self._stream()))
 
     def _problem(self, q, k, index, position: RingPosition | None, softmax_scale) -> _Problem:
         if q.dim() != 4 or k.dim() != 4:

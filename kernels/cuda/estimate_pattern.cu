@@ -498,6 +498,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* inv = max2 + kTileRows;
     const int64_t query0 = first_query + int64_t{qt} * kTileRows;  // global position of column 0
     warp_last_key_late = static_cast<int64_t>(warp_last_key) > query0;
+    // Key (mt, h) is masked in the tile's columns c < visible_from[mt][h] (its position minus the
+    // tile's first query, clamped to [0, 64]): one 32-bit compare per probability.
+    int32_t visible_from[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        visible_from[mt][h] = static_cast<int32_t>(
+            min(max(static_cast<int64_t>(kg[mt][h]) - query0, int64_t{0}), int64_t{kTileRows}));
+      }
+    }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -510,7 +521,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             float prob = cuda::fast_exp2(s[mt][nt][2 * h + j] * scale2 - m) * v;
-            if (warp_last_key_late && query0 + c < static_cast<int64_t>(kg[mt][h])) prob = 0.0f;
+            if (warp_last_key_late && c < visible_from[mt][h]) prob = 0.0f;
             s[mt][nt][2 * h + j] = prob;
           }
         }
@@ -558,8 +569,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         float total = 0.0f;
 #pragma unroll
         for (int a = 0; a < 8; ++a) {
-          const int s2 = ((e + a) % 8 + 8) % 8;  // 2b + j of the lane (a, b) holding this diagonal
-          const int u = (e + a - s2) / 8;
+          const int s2 = (e + a) & 7;  // 2b + j of the lane (a, b) holding this diagonal: (e + a) mod 8
+          const int u = (e + a) >> 3;  // floor((e + a) / 8), also below 0
           if (u >= -3 && u <= 7) total += stage[((u + 3) * 2 + (s2 & 1)) * kP2StagePitch + a * 4 + (s2 >> 1)];
         }
         if (total != 0.0f) {

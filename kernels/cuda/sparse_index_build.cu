@@ -209,8 +209,10 @@ __global__ void __launch_bounds__(kPrepareThreads)
     uint32_t* table = diagonals + int64_t{row} * diagonal_words;
     const int64_t last = int64_t{diagonal_words} * 32 - 1;
     for (int iv = static_cast<int>(threadIdx.x); iv < intervals; iv += kPrepareThreads) {
-      const int64_t d_lo = row_lo[iv] / block;
+      // Clamped to the table, so offsets outside [0, N) (a broken kept set) write nothing outside it.
+      const int64_t d_lo = max(int64_t{row_lo[iv]}, int64_t{0}) / block;
       const int64_t d_hi = min((int64_t{row_hi[iv]} + block - 1) / block, last);
+      if (d_hi < d_lo) continue;
       for (int64_t w = d_lo / 32; w <= d_hi / 32; ++w) {
         const int from = static_cast<int>(max(d_lo, w * 32) - w * 32);
         const int to = static_cast<int>(min(d_hi, w * 32 + 31) - w * 32);

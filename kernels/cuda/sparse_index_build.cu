@@ -130,6 +130,15 @@ int64_t layout_run_tokens(const TokenLayout& layout) {
   }
 }
 
+/// Sets bits first .. last (0 <= first <= last) of a bitmap that other threads mark too.
+__device__ __forceinline__ void set_bits(uint32_t* bitmap, int64_t first, int64_t last) {
+  for (int64_t w = first / 32; w <= last / 32; ++w) {
+    const int from = static_cast<int>(max(first, w * 32) - w * 32);
+    const int to = static_cast<int>(min(last, w * 32 + 31) - w * 32);
+    atomicOr(&bitmap[w], to - from == 31 ? 0xffffffffu : ((1u << (to - from + 1)) - 1u) << from);
+  }
+}
+
 /// Bits k = 0 .. count - 1 of the result are diagonals d0, d0 - 1, ..., d0 - count + 1 of a row's
 /// table of `words` words (diagonals outside the table read as 0). count in [1, 32].
 __device__ __forceinline__ uint32_t diagonals_down(const uint32_t* table, int32_t words, int64_t d0, int count) {
@@ -212,12 +221,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
       // Clamped to the table, so offsets outside [0, N) (a broken kept set) write nothing outside it.
       const int64_t d_lo = max(int64_t{row_lo[iv]}, int64_t{0}) / block;
       const int64_t d_hi = min((int64_t{row_hi[iv]} + block - 1) / block, last);
-      if (d_hi < d_lo) continue;
-      for (int64_t w = d_lo / 32; w <= d_hi / 32; ++w) {
-        const int from = static_cast<int>(max(d_lo, w * 32) - w * 32);
-        const int to = static_cast<int>(min(d_hi, w * 32 + 31) - w * 32);
-        atomicOr(&table[w], to - from == 31 ? 0xffffffffu : ((1u << (to - from + 1)) - 1u) << from);
-      }
+      if (d_lo <= d_hi) set_bits(table, d_lo, d_hi);
     }
   }
 
@@ -325,15 +329,7 @@ __device__ void mark_tiles(const BuildGeometry& g, const ListGeometry& lg, int i
     const int64_t hi = interval_hi[lg.row * interval_stride + iv];
     const int64_t first = keys_below(layout, g.position.kv_rank, run_lo[r] - hi);
     const int64_t last = keys_below(layout, g.position.kv_rank, run_hi[r] - lo + 1) - 1;
-    if (last < first) continue;
-    const int j0 = static_cast<int>(first / g.block_k);
-    const int j1 = static_cast<int>(last / g.block_k);
-    for (int w = j0 / 32; w <= j1 / 32; ++w) {
-      const int from = max(j0, w * 32) - w * 32;
-      const int to = min(j1, w * 32 + 31) - w * 32;
-      const uint32_t mask = (to - from == 31) ? 0xffffffffu : (((1u << (to - from + 1)) - 1u) << from);
-      atomicOr(&bitmap[w], mask);
-    }
+    if (first <= last) set_bits(bitmap, first / g.block_k, last / g.block_k);
   }
   __syncthreads();
 }

@@ -215,6 +215,14 @@ class SparseringKernels:
                                                  capacity, *(t.data_ptr() for t in kept), self._stream()))
         return kept
 
+    @staticmethod
+    def _position_args(position: RingPosition) -> tuple:
+        """The C API's layout and ring-position arguments, the layout name checked."""
+        if position.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {position.layout!r}")
+        return (LAYOUTS[position.layout], position.ranks, position.seq_len_tokens, position.granularity_tokens,
+                position.q_rank, position.kv_rank)
+
     def _build_args(self, kept: tuple, position: RingPosition) -> tuple:
         """The arguments the C API's builds share, after checking them: rows, capacity, the four
         kept-set pointers and the layout and ring position."""
@@ -223,11 +231,8 @@ class SparseringKernels:
         for name, t, shape in (("vertical_count", vc, (rows,)), ("vertical_keys", vk, (rows, capacity)),
                                ("slash_count", sc, (rows,)), ("slash_offsets", so, (rows, capacity))):
             self._tensor(t, name, torch.int32, shape)
-        if position.layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {position.layout!r}")
-        return (rows, capacity, vc.data_ptr(), vk.data_ptr(), sc.data_ptr(), so.data_ptr(), LAYOUTS[position.layout],
-                position.ranks, position.seq_len_tokens, position.granularity_tokens, position.q_rank,
-                position.kv_rank)
+        return (rows, capacity, vc.data_ptr(), vk.data_ptr(), sc.data_ptr(), so.data_ptr(),
+                *self._position_args(position))
 
     def build_index(self, kept: tuple, position: RingPosition, block_q: int, block_k: int) -> GpuIndex:
         """Index build on the GPU from kept sets (vertical_count, vertical_keys, slash_count,
@@ -241,12 +246,9 @@ class SparseringKernels:
                        block_k: int) -> GpuIndex:
         """An index of the capacity bound for kept sets of `rows` x `capacity` at this ring step,
         to build into (build_index_into) as often as needed."""
-        if position.layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {position.layout!r}")
         handle = ctypes.c_void_p()
-        self._check(self._lib.sr_index_allocate(rows, capacity, LAYOUTS[position.layout], position.ranks,
-                                                position.seq_len_tokens, position.granularity_tokens, position.q_rank,
-                                                position.kv_rank, block_q, block_k, ctypes.byref(handle)))
+        self._check(self._lib.sr_index_allocate(rows, capacity, *self._position_args(position), block_q, block_k,
+                                                ctypes.byref(handle)))
         return GpuIndex(self._lib, handle, rows)
 
     def build_index_into(self, kept: tuple, position: RingPosition, index: GpuIndex) -> None:

@@ -53,28 +53,21 @@ sparsering::AttentionShape shape_of(const sr_attention_problem& p) {
   return shape;
 }
 
-sparsering::RingPosition position_of(const sr_attention_problem& p) {
-  sparsering::require(p.layout_kind >= SR_LAYOUT_CONTIGUOUS && p.layout_kind <= SR_LAYOUT_STRIPED,
-                      "layout_kind must be 0 (contiguous), 1 (zigzag) or 2 (striped), got ", p.layout_kind);
+sparsering::RingPosition layout_position(int32_t layout_kind, int32_t ring_ranks, int64_t seq_len_tokens,
+                                         int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank) {
+  sparsering::require(layout_kind >= SR_LAYOUT_CONTIGUOUS && layout_kind <= SR_LAYOUT_STRIPED,
+                      "layout_kind must be 0 (contiguous), 1 (zigzag) or 2 (striped), got ", layout_kind);
   sparsering::RingPosition position;
   // make_token_layout validates N, W and G (InputError on a bad combination).
-  position.layout = sparsering::make_token_layout(static_cast<sparsering::LayoutKind>(p.layout_kind), p.seq_len_tokens,
-                                                  p.ring_ranks, p.granularity_tokens);
-  position.q_rank = p.q_rank;
-  position.kv_rank = p.kv_rank;
+  position.layout = sparsering::make_token_layout(static_cast<sparsering::LayoutKind>(layout_kind), seq_len_tokens,
+                                                  ring_ranks, granularity_tokens);
+  position.q_rank = q_rank;
+  position.kv_rank = kv_rank;
   return position;
 }
 
-sparsering::RingPosition layout_position(int32_t layout_kind, int32_t ring_ranks, int64_t seq_len_tokens,
-                                         int64_t granularity_tokens, int32_t q_rank, int32_t kv_rank) {
-  sr_attention_problem layout_only{};
-  layout_only.layout_kind = layout_kind;
-  layout_only.ring_ranks = ring_ranks;
-  layout_only.seq_len_tokens = seq_len_tokens;
-  layout_only.granularity_tokens = granularity_tokens;
-  layout_only.q_rank = q_rank;
-  layout_only.kv_rank = kv_rank;
-  return position_of(layout_only);
+sparsering::RingPosition position_of(const sr_attention_problem& p) {
+  return layout_position(p.layout_kind, p.ring_ranks, p.seq_len_tokens, p.granularity_tokens, p.q_rank, p.kv_rank);
 }
 
 sparsering::SparseIndexView index_of(const sr_attention_problem& p) {

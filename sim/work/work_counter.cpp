@@ -96,7 +96,7 @@ void sweep(int64_t* diff, const int32_t* visible_at, int64_t members, int64_t st
 
 }  // namespace
 
-WorkCounter::WorkCounter(const BlockGeometry& geometry)
+WorkCounter::WorkCounter(const BlockGeometry& geometry, size_t max_slot_entries)
     : geo_(geometry),
       memoize_(geometry.pairs.size() <= kMaxMemoizedPairs),
       pair_presence_(geometry.pairs.size(), nullptr),
@@ -131,6 +131,41 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry)
           geometry.segment_start_global(r, static_cast<int32_t>(s));
     }
   }
+  const auto ranks = static_cast<size_t>(geometry.layout.ranks());
+  if (memoize_ && ranks * ranks * (geometry.pairs.size() + geometry.chunk_pairs.size()) <= max_slot_entries) {
+    build_slot_tables();
+  }
+}
+
+void WorkCounter::build_slot_tables() {
+  const int32_t ranks = geo_.layout.ranks();
+  const size_t segments = geo_.segments.size();
+  const auto x0_of = [&](int32_t q, int32_t kv, int32_t q_segment, int32_t k_segment) {
+    return segment_start_[static_cast<size_t>(q) * segments + static_cast<size_t>(q_segment)] -
+           segment_start_[static_cast<size_t>(kv) * segments + static_cast<size_t>(k_segment)];
+  };
+  // The same keys as the hash maps: x0 x pairs + pair.
+  const auto number = [&](const std::vector<ClassPair>& pairs, std::vector<int32_t>& slots, bool chunk) {
+    FlatIndexMap ids;
+    size_t next = 0;
+    slots.resize(static_cast<size_t>(ranks) * static_cast<size_t>(ranks) * pairs.size());
+    size_t at = 0;
+    for (int32_t q = 0; q < ranks; ++q) {
+      for (int32_t kv = 0; kv < ranks; ++kv) {
+        for (size_t p = 0; p < pairs.size(); ++p, ++at) {
+          // A chunk pair's offset is that of its query class's segment against the chunk's segment.
+          const int32_t q_segment = chunk ? geo_.q_classes[static_cast<size_t>(pairs[p].q_class)].segment : pairs[p].q_segment;
+          const int64_t x0 = x0_of(q, kv, q_segment, pairs[p].k_segment);
+          const auto [id, inserted] = ids.try_emplace(x0 * static_cast<int64_t>(pairs.size()) + static_cast<int64_t>(p), next);
+          next += inserted ? 1 : 0;
+          slots[at] = static_cast<int32_t>(id);
+        }
+      }
+    }
+    return next;
+  };
+  presence_of_slot_.assign(number(geo_.pairs, pair_slot_, false), -1);
+  listed_of_slot_.assign(number(geo_.chunk_pairs, chunk_slot_, true), -1);
 }
 
 void WorkCounter::prepare(const KeptPattern& pattern) {
@@ -150,6 +185,8 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
   key_bits_store_.clear();
   listed_index_.clear();
   listed_store_.clear();
+  std::fill(presence_of_slot_.begin(), presence_of_slot_.end(), -1);
+  std::fill(listed_of_slot_.begin(), listed_of_slot_.end(), -1);
   group_store_.clear();
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   std::vector<std::vector<int64_t>> locals(ranks);
@@ -360,6 +397,16 @@ const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0
   return presence_store_[index];
 }
 
+const WorkCounter::Presence& WorkCounter::presence_in_slot(size_t slot_at, size_t pair_index, int64_t x0) {
+  int32_t& index = presence_of_slot_[static_cast<size_t>(pair_slot_[slot_at])];
+  if (index < 0) {
+    index = static_cast<int32_t>(presence_store_.size());
+    presence_store_.emplace_back();
+    compute_presence(geo_.pairs[pair_index], x0, presence_store_.back());
+  }
+  return presence_store_[static_cast<size_t>(index)];
+}
+
 RunSet WorkCounter::compute_listed_members(size_t chunk_pair_index, int64_t x0) {
   const ClassPair& chunk = geo_.chunk_pairs[chunk_pair_index];
   if (!geo_.irregular_k_blocks.empty()) return present_offsets(chunk, 1, x0);
@@ -397,6 +444,15 @@ const RunSet& WorkCounter::listed_members(size_t chunk_pair_index, int64_t x0) {
   return listed_store_[index];
 }
 
+const RunSet& WorkCounter::listed_members_in_slot(size_t slot_at, size_t chunk_pair_index, int64_t x0) {
+  int32_t& index = listed_of_slot_[static_cast<size_t>(chunk_slot_[slot_at])];
+  if (index < 0) {
+    index = static_cast<int32_t>(listed_store_.size());
+    listed_store_.push_back(compute_listed_members(chunk_pair_index, x0));
+  }
+  return listed_store_[static_cast<size_t>(index)];
+}
+
 int64_t WorkCounter::count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns) {
   // Every query block from the first one that sees a kept column of this chunk has a column or
   // a tile (a block without tiles covers no column); before it, only the blocks with a tile.
@@ -408,10 +464,15 @@ int64_t WorkCounter::count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_
     const int64_t below = std::min(qc.members, ceil_div(first_with_columns - qc.first_block, qc.block_stride));
     const int64_t q_start = segment_start_[static_cast<size_t>(q_rank) * segments + static_cast<size_t>(qc.segment)];
     const auto x0_of = [&](size_t s) { return q_start - segment_start_[static_cast<size_t>(kv_rank) * segments + s]; };
-    const RunSet& first = listed_members(a * segments, x0_of(0));
+    const size_t slot_at = (static_cast<size_t>(q_rank) * static_cast<size_t>(geo_.layout.ranks()) +
+                            static_cast<size_t>(kv_rank)) * geo_.chunk_pairs.size() + a * segments;
+    const auto listed = [&](size_t s) -> const RunSet& {
+      return chunk_slot_.empty() ? listed_members(a * segments + s, x0_of(s))
+                                 : listed_members_in_slot(slot_at + s, a * segments + s, x0_of(s));
+    };
+    const RunSet& first = listed(0);
     // At most two segments (zigzag): the union of both segments' listed members.
-    lists += segments == 1 ? first.size_in(0, below - 1)
-                           : RunSet::union_size_in(first, listed_members(a * segments + 1, x0_of(1)), 0, below - 1);
+    lists += segments == 1 ? first.size_in(0, below - 1) : RunSet::union_size_in(first, listed(1), 0, below - 1);
   }
   return lists;
 }
@@ -714,7 +775,12 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
     const ClassPair& pair = geo_.pairs[p];
     const int64_t x0 = segment_start_[static_cast<size_t>(q_rank) * segments + static_cast<size_t>(pair.q_segment)] -
                        segment_start_[static_cast<size_t>(kv_rank) * segments + static_cast<size_t>(pair.k_segment)];
-    const Presence& found = presence(p, x0);
+    const Presence& found =
+        pair_slot_.empty()
+            ? presence(p, x0)
+            : presence_in_slot((static_cast<size_t>(q_rank) * static_cast<size_t>(geo_.layout.ranks()) +
+                                static_cast<size_t>(kv_rank)) * geo_.pairs.size() + p,
+                               p, x0);
     counts.tiles += found.tiles;
     counts.masked_tiles += found.masked;
     pair_presence_[p] = &found;

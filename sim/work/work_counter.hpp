@@ -42,8 +42,13 @@ namespace sparsering {
 /// for many heads; use one counter per thread (not thread-safe). No global state.
 class WorkCounter {
  public:
-  /// Keeps a reference to `geometry`, which must outlive the counter.
-  explicit WorkCounter(const BlockGeometry& geometry);
+  /// Rank-pair slot tables (see slot tables below) up to this many entries (16 MiB).
+  static constexpr size_t kMaxSlotEntries = size_t{1} << 22;
+
+  /// Keeps a reference to `geometry`, which must outlive the counter. Memo lookups go through
+  /// rank-pair slot tables when they need at most `max_slot_entries` entries, else through a hash
+  /// of (offset, pair); both give the same counts.
+  explicit WorkCounter(const BlockGeometry& geometry, size_t max_slot_entries = kMaxSlotEntries);
 
   /// Work of one head with kept pattern `pattern` (normalized or not; values must lie in
   /// [0, seq_len)). `out` is resized to W x W and overwritten: out.at(q, kv) is the work of ring
@@ -120,10 +125,16 @@ class WorkCounter {
   RunSet present_offsets(const ClassPair& pair, int64_t count_b, int64_t x0);
   void compute_presence(const ClassPair& pair, int64_t x0, Presence& out);
   const Presence& presence(size_t pair_index, int64_t x0);
+  /// The same through the slot of (rank pair, class pair) `slot_at` in pair_slot_.
+  const Presence& presence_in_slot(size_t slot_at, size_t pair_index, int64_t x0);
   /// Query members of chunk pair `chunk_pair_index` with a tile against that segment of the chunk
   /// (memoized by x0); compute_listed_members computes them, from pair_presence_ (the current
   /// rank pair's) when every key block is regular.
   const RunSet& listed_members(size_t chunk_pair_index, int64_t x0);
+  /// The same through the slot of (rank pair, chunk pair) `slot_at` in chunk_slot_.
+  const RunSet& listed_members_in_slot(size_t slot_at, size_t chunk_pair_index, int64_t x0);
+  /// Fills pair_slot_ and chunk_slot_.
+  void build_slot_tables();
   RunSet compute_listed_members(size_t chunk_pair_index, int64_t x0);
   /// Non-empty lists of the regular query blocks plus every block from `first_with_columns` on.
   int64_t count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns);
@@ -176,6 +187,14 @@ class WorkCounter {
   std::vector<RunSet> listed_scratch_;    ///< per chunk pair when not memoizing
   std::vector<Interval> listed_scratch_runs_;
   std::vector<int64_t> segment_start_;    ///< [rank][segment] global position of the segment start
+  // Slot tables: the memo key (segment offset x0, pair) of every (rank pair, pair), numbered once
+  // per geometry, so a head's lookups read an array instead of hashing. A head's memo is then
+  // slot -> store index (-1 until computed), reset per head. Empty when the tables would be too
+  // large (rings of thousands of ranks); the hash maps serve then.
+  std::vector<int32_t> pair_slot_;    ///< [(q rank x W + kv rank) x class pairs + pair]
+  std::vector<int32_t> chunk_slot_;   ///< [(q rank x W + kv rank) x chunk pairs + chunk pair]
+  std::vector<int32_t> presence_of_slot_;
+  std::vector<int32_t> listed_of_slot_;
   std::vector<const Presence*> pair_presence_;  ///< per class pair, for the current rank pair
   // Kept columns by owner rank.
   std::vector<std::vector<KeyBlockColumns>> key_columns_;

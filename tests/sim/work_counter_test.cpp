@@ -307,6 +307,27 @@ TEST(WorkCounterTest, KeyListsOfAGqaGroupAreTheUnionOverItsHeads) {
   }
 }
 
+TEST(WorkCounterTest, HashedMemoCountsAsTheSlotTables) {
+  // Rings too large for the rank-pair slot tables look their memo up by hash: same counts.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  const int64_t blocks[] = {1, 2, 3, 4, 8};
+  for (int trial = 0; trial < 200; ++trial) {
+    const TokenLayout layout = random_small_layout(rng);
+    const BlockGeometry geo = make_block_geometry(layout, blocks[rng() % 5], blocks[rng() % 5]);
+    WorkCounter hashed(geo, 0);
+    WorkCounter slotted(geo);
+    for (int head = 0; head < 3; ++head) {
+      const KeptPattern p = random_pattern(rng, layout.seq_len_tokens());
+      WorkMatrix a;
+      WorkMatrix b;
+      hashed.count_head(p, a);
+      slotted.count_head(p, b);
+      ASSERT_EQ(a, b) << describe(layout, geo.block_q, geo.block_k) << " head " << head;
+      ASSERT_EQ(b, testing::brute_force_work(layout, geo.block_q, geo.block_k, p)) << describe(layout, geo.block_q, geo.block_k);
+    }
+  }
+}
+
 TEST(WorkCounterTest, CounterIsReusableAcrossHeads) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const TokenLayout layout = make_token_layout(LayoutKind::zigzag, 240, 3);

@@ -63,6 +63,11 @@ void SimulationContext::remember_work(const std::string& key, std::shared_ptr<co
   work_[key] = std::move(set);
 }
 
+void SimulationContext::forget_work(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  work_.erase(key);
+}
+
 std::shared_ptr<const RingPassSummary> SimulationContext::ring_passes(const std::string& key) const {
   if (key.empty()) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -70,6 +70,8 @@ class SimulationContext {
   /// Places a work set counted elsewhere under `key` (what count_work_set returns for that key's
   /// inputs), so that work() finds it instead of counting. An empty key is never cached.
   void remember_work(const std::string& key, std::shared_ptr<const WorkSet> set);
+  /// Drops the work set cached under `key`, if any (a later work() counts it again).
+  void forget_work(const std::string& key);
 
   /// The ring-pass summary cached under `key` (empty = not cached, or an empty key).
   std::shared_ptr<const RingPassSummary> ring_passes(const std::string& key) const;

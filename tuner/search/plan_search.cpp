@@ -70,6 +70,13 @@ struct CountState {
   bool started = false;                        // counting ever began (for the work-set budget)
 };
 
+/// Drops a geometry's counted work; that its counting began stays (the work-set budget counts it).
+void forget_counted(CountState& state) {
+  const bool was_started = state.started;
+  state = CountState{};
+  state.started = was_started;
+}
+
 /// One trace sample the search evaluates every candidate on: its patterns (normalized; also the
 /// simulator's, found under their cache key), the bounds on them, the simulation options and the
 /// counted work of every geometry.
@@ -166,6 +173,10 @@ class PlanSearch {
   std::vector<int64_t> next_layers(size_t sample, int32_t g) const;
   /// Keeps the counted work within work_set_cache_bytes: drops what this round does not need.
   void limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts);
+  /// Drops the counted work of every geometry that can no longer place a plan in the best K: none
+  /// of its candidates is among them, and each is simulated or has a bound that is beaten (the K-th best only falls and bounds only rise, so it stays so). The ranking re-simulates only the
+  /// best K (and a runner-up that a recount serves if its work was dropped).
+  void release_settled_work();
   /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
   /// distinct indices.
   void evaluate(int64_t index);
@@ -462,6 +473,17 @@ bool PlanSearch::next_round(std::vector<int64_t>& batch, std::vector<CountTask>&
       queue_.push(entry);
       continue;
     }
+    // A ring bound refined for another candidate of the geometry may have raised this one's: a
+    // stale bound must not make the search count (or simulate) what is already beaten.
+    if (options_.prune) {
+      const double fresh = bound_cost(c);
+      if (fresh > entry.bound) {
+        queue_.pop();
+        entry.bound = fresh;
+        queue_.push(entry);
+        continue;
+      }
+    }
     if (complete(g)) {
       queue_.pop();
       batch.push_back(entry.index);
@@ -554,6 +576,37 @@ void PlanSearch::run_round(std::vector<int64_t> batch, const std::vector<CountTa
     std::sort(best_.begin(), best_.end());
     if (best_.size() > static_cast<size_t>(options_.top)) best_.pop_back();
   }
+  release_settled_work();
+}
+
+void PlanSearch::release_settled_work() {
+  // Without pruning (brute force) open_of_geometry_ is not filled: nothing is dropped.
+  if (!options_.prune || best_.size() < static_cast<size_t>(options_.top)) return;
+  const SearchSpace& space = result_.space;
+  for (size_t g = 0; g < space.geometries.size(); ++g) {
+    const bool holds = std::any_of(samples_.begin(), samples_.end(),
+                                   [&](const SampleSearch& s) { return s.counting[g].next > 0 || s.counting[g].complete; });
+    if (!holds) continue;
+    const bool in_best = std::any_of(best_.begin(), best_.end(), [&](const std::pair<double, int64_t>& b) {
+      return space.candidates[static_cast<size_t>(b.second)].geometry == static_cast<int32_t>(g);
+    });
+    if (in_best) continue;
+    const bool settled = std::all_of(open_of_geometry_[g].begin(), open_of_geometry_[g].end(), [&](int64_t index) {
+      return simulated_[static_cast<size_t>(index)] || beaten(bound_cost(space.candidates[static_cast<size_t>(index)]));
+    });
+    if (!settled) continue;
+    const Geometry& geometry = space.geometries[g];
+    for (SampleSearch& sample : samples_) {
+      CountState& state = sample.counting[g];
+      cached_bytes_ -= work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
+      if (state.complete) {
+        context_.forget_work(SimulationContext::work_key(sample.pattern_key, geometry.layout, geometry.block,
+                                                         geometry.block, state.complete->head_groups,
+                                                         state.complete->micro_batch));
+      }
+      forget_counted(state);
+    }
+  }
 }
 
 void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
@@ -585,7 +638,7 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
   for (size_t k = 0; k < counts.size(); ++k) {
     const CountTask& task = counts[k];
     const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
-    const WorkSet& work = counted[k];
+    WorkSet& work = counted[k];
     SampleSearch& sample = samples_[task.sample];
     CountState& state = sample.counting[static_cast<size_t>(task.geometry)];
     sample.bound->add_exact_layers(task.geometry, task.layers, work, threads_);
@@ -595,7 +648,8 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
     if (state.matrices.empty()) state.matrices.resize(static_cast<size_t>(model_.layers * work.head_groups));
     for (size_t i = 0; i < task.layers.size(); ++i) {
       for (int64_t group = 0; group < work.head_groups; ++group) {
-        state.matrices[static_cast<size_t>(task.layers[i] * work.head_groups + group)] = work.at(static_cast<int64_t>(i), group);
+        state.matrices[static_cast<size_t>(task.layers[i] * work.head_groups + group)] =
+            std::move(work.matrices[i * static_cast<size_t>(work.head_groups) + static_cast<size_t>(group)]);
       }
     }
     state.next += task.layers.size();
@@ -638,9 +692,7 @@ void PlanSearch::limit_counted_work(const std::vector<int64_t>& batch, const std
     for (size_t g = 0; g < space.geometries.size(); ++g) {
       CountState& state = sample.counting[g];
       if (!keep[g]) {
-        const bool was_started = state.started;
-        state = CountState{};
-        state.started = was_started;
+        forget_counted(state);
         continue;
       }
       cached_bytes_ += work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;

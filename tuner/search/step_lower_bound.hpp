@@ -126,7 +126,7 @@ class StepLowerBound {
   /// only the layers with the busiest ranks get the ring bound.
   static constexpr int64_t kRingBoundSteps = int64_t{1} << 18;
   /// Memory for the per-cell kernel times the ring bounds reuse (least recently used dropped).
-  static constexpr size_t kCellCacheBytes = size_t{256} << 20;
+  static constexpr size_t kCellCacheBytes = size_t{64} << 20;
 
  private:
   struct DegreeTerms;   // dense phases and shapes of one set of degrees

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <tuple>
 
 #include "common/error.hpp"
 
@@ -382,29 +383,28 @@ void WorkCounter::compute_presence(const ClassPair& pair, int64_t x0, Presence& 
   for (size_t x = 1; x <= span; ++x) out.run_from[x] = std::max(out.run_from[x], out.run_from[x - 1]);
 }
 
-const WorkCounter::Presence& WorkCounter::presence(size_t pair_index, int64_t x0) {
+const WorkCounter::Presence& WorkCounter::presence(size_t rank_pair, size_t pair_index, int64_t x0) {
   const ClassPair& pair = geo_.pairs[pair_index];
   if (!memoize_) {
     compute_presence(pair, x0, pair_scratch_[pair_index]);
     return pair_scratch_[pair_index];
   }
-  const int64_t key = x0 * static_cast<int64_t>(geo_.pairs.size()) + static_cast<int64_t>(pair_index);
-  const auto [index, inserted] = presence_index_.try_emplace(key, presence_store_.size());
+  size_t index = 0;
+  bool inserted = false;
+  if (pair_slot_.empty()) {
+    const int64_t key = x0 * static_cast<int64_t>(geo_.pairs.size()) + static_cast<int64_t>(pair_index);
+    std::tie(index, inserted) = presence_index_.try_emplace(key, presence_store_.size());
+  } else {
+    int32_t& slot = presence_of_slot_[static_cast<size_t>(pair_slot_[rank_pair * geo_.pairs.size() + pair_index])];
+    inserted = slot < 0;
+    if (inserted) slot = static_cast<int32_t>(presence_store_.size());
+    index = static_cast<size_t>(slot);
+  }
   if (inserted) {
     presence_store_.emplace_back();
     compute_presence(pair, x0, presence_store_.back());
   }
   return presence_store_[index];
-}
-
-const WorkCounter::Presence& WorkCounter::presence_in_slot(size_t slot_at, size_t pair_index, int64_t x0) {
-  int32_t& index = presence_of_slot_[static_cast<size_t>(pair_slot_[slot_at])];
-  if (index < 0) {
-    index = static_cast<int32_t>(presence_store_.size());
-    presence_store_.emplace_back();
-    compute_presence(geo_.pairs[pair_index], x0, presence_store_.back());
-  }
-  return presence_store_[static_cast<size_t>(index)];
 }
 
 RunSet WorkCounter::compute_listed_members(size_t chunk_pair_index, int64_t x0) {
@@ -433,24 +433,25 @@ RunSet WorkCounter::compute_listed_members(size_t chunk_pair_index, int64_t x0) 
   return listed;
 }
 
-const RunSet& WorkCounter::listed_members(size_t chunk_pair_index, int64_t x0) {
+const RunSet& WorkCounter::listed_members(size_t rank_pair, size_t chunk_pair_index, int64_t x0) {
   if (!memoize_) {
     listed_scratch_[chunk_pair_index] = compute_listed_members(chunk_pair_index, x0);
     return listed_scratch_[chunk_pair_index];
   }
-  const int64_t key = x0 * static_cast<int64_t>(geo_.chunk_pairs.size()) + static_cast<int64_t>(chunk_pair_index);
-  const auto [index, inserted] = listed_index_.try_emplace(key, listed_store_.size());
+  size_t index = 0;
+  bool inserted = false;
+  if (chunk_slot_.empty()) {
+    const int64_t key = x0 * static_cast<int64_t>(geo_.chunk_pairs.size()) + static_cast<int64_t>(chunk_pair_index);
+    std::tie(index, inserted) = listed_index_.try_emplace(key, listed_store_.size());
+  } else {
+    int32_t& slot =
+        listed_of_slot_[static_cast<size_t>(chunk_slot_[rank_pair * geo_.chunk_pairs.size() + chunk_pair_index])];
+    inserted = slot < 0;
+    if (inserted) slot = static_cast<int32_t>(listed_store_.size());
+    index = static_cast<size_t>(slot);
+  }
   if (inserted) listed_store_.push_back(compute_listed_members(chunk_pair_index, x0));
   return listed_store_[index];
-}
-
-const RunSet& WorkCounter::listed_members_in_slot(size_t slot_at, size_t chunk_pair_index, int64_t x0) {
-  int32_t& index = listed_of_slot_[static_cast<size_t>(chunk_slot_[slot_at])];
-  if (index < 0) {
-    index = static_cast<int32_t>(listed_store_.size());
-    listed_store_.push_back(compute_listed_members(chunk_pair_index, x0));
-  }
-  return listed_store_[static_cast<size_t>(index)];
 }
 
 int64_t WorkCounter::count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_with_columns) {
@@ -458,21 +459,18 @@ int64_t WorkCounter::count_lists(int32_t q_rank, int32_t kv_rank, int64_t first_
   // a tile (a block without tiles covers no column); before it, only the blocks with a tile.
   int64_t lists = geo_.q_blocks - first_with_columns;
   const size_t segments = geo_.segments.size();
+  const size_t rank_pair = static_cast<size_t>(q_rank) * static_cast<size_t>(geo_.layout.ranks()) + static_cast<size_t>(kv_rank);
   for (size_t a = 0; a < geo_.q_classes.size(); ++a) {
     const BlockClass& qc = geo_.q_classes[a];
     if (first_with_columns <= qc.first_block) continue;
     const int64_t below = std::min(qc.members, ceil_div(first_with_columns - qc.first_block, qc.block_stride));
     const int64_t q_start = segment_start_[static_cast<size_t>(q_rank) * segments + static_cast<size_t>(qc.segment)];
     const auto x0_of = [&](size_t s) { return q_start - segment_start_[static_cast<size_t>(kv_rank) * segments + s]; };
-    const size_t slot_at = (static_cast<size_t>(q_rank) * static_cast<size_t>(geo_.layout.ranks()) +
-                            static_cast<size_t>(kv_rank)) * geo_.chunk_pairs.size() + a * segments;
-    const auto listed = [&](size_t s) -> const RunSet& {
-      return chunk_slot_.empty() ? listed_members(a * segments + s, x0_of(s))
-                                 : listed_members_in_slot(slot_at + s, a * segments + s, x0_of(s));
-    };
-    const RunSet& first = listed(0);
+    const RunSet& first = listed_members(rank_pair, a * segments, x0_of(0));
     // At most two segments (zigzag): the union of both segments' listed members.
-    lists += segments == 1 ? first.size_in(0, below - 1) : RunSet::union_size_in(first, listed(1), 0, below - 1);
+    lists += segments == 1
+                 ? first.size_in(0, below - 1)
+                 : RunSet::union_size_in(first, listed_members(rank_pair, a * segments + 1, x0_of(1)), 0, below - 1);
   }
   return lists;
 }
@@ -771,16 +769,12 @@ void WorkCounter::count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& cou
 WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
   WorkCounts counts;
   const size_t segments = geo_.segments.size();
+  const size_t rank_pair = static_cast<size_t>(q_rank) * static_cast<size_t>(geo_.layout.ranks()) + static_cast<size_t>(kv_rank);
   for (size_t p = 0; p < geo_.pairs.size(); ++p) {
     const ClassPair& pair = geo_.pairs[p];
     const int64_t x0 = segment_start_[static_cast<size_t>(q_rank) * segments + static_cast<size_t>(pair.q_segment)] -
                        segment_start_[static_cast<size_t>(kv_rank) * segments + static_cast<size_t>(pair.k_segment)];
-    const Presence& found =
-        pair_slot_.empty()
-            ? presence(p, x0)
-            : presence_in_slot((static_cast<size_t>(q_rank) * static_cast<size_t>(geo_.layout.ranks()) +
-                                static_cast<size_t>(kv_rank)) * geo_.pairs.size() + p,
-                               p, x0);
+    const Presence& found = presence(rank_pair, p, x0);
     counts.tiles += found.tiles;
     counts.masked_tiles += found.masked;
     pair_presence_[p] = &found;

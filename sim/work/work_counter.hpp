@@ -124,15 +124,13 @@ class WorkCounter {
   /// Member offsets mu = a - b of `pair` (b in [0, count_b)) whose difference set holds a kept offset.
   RunSet present_offsets(const ClassPair& pair, int64_t count_b, int64_t x0);
   void compute_presence(const ClassPair& pair, int64_t x0, Presence& out);
-  const Presence& presence(size_t pair_index, int64_t x0);
-  /// The same through the slot of (rank pair, class pair) `slot_at` in pair_slot_.
-  const Presence& presence_in_slot(size_t slot_at, size_t pair_index, int64_t x0);
+  /// The presence set of class pair `pair_index` at offset `x0` for rank pair `rank_pair` (q rank
+  /// x W + kv rank), memoized per head through the slot tables or, without them, by (x0, pair).
+  const Presence& presence(size_t rank_pair, size_t pair_index, int64_t x0);
   /// Query members of chunk pair `chunk_pair_index` with a tile against that segment of the chunk
-  /// (memoized by x0); compute_listed_members computes them, from pair_presence_ (the current
-  /// rank pair's) when every key block is regular.
-  const RunSet& listed_members(size_t chunk_pair_index, int64_t x0);
-  /// The same through the slot of (rank pair, chunk pair) `slot_at` in chunk_slot_.
-  const RunSet& listed_members_in_slot(size_t slot_at, size_t chunk_pair_index, int64_t x0);
+  /// (memoized as presence() is); compute_listed_members computes them, from pair_presence_ (the
+  /// current rank pair's) when every key block is regular.
+  const RunSet& listed_members(size_t rank_pair, size_t chunk_pair_index, int64_t x0);
   /// Fills pair_slot_ and chunk_slot_.
   void build_slot_tables();
   RunSet compute_listed_members(size_t chunk_pair_index, int64_t x0);

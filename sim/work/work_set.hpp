@@ -25,6 +25,7 @@ struct WorkSet {
   const WorkMatrix& at(int64_t layer, int64_t group) const {
     return matrices[static_cast<size_t>(layer * head_groups + group)];
   }
+  WorkMatrix& at(int64_t layer, int64_t group) { return matrices[static_cast<size_t>(layer * head_groups + group)]; }
 };
 
 /// Counts every layer and head group. `head_groups` must divide the pattern set's heads. Each

@@ -77,6 +77,12 @@ void forget_counted(CountState& state) {
   state.started = was_started;
 }
 
+/// The simulator context's key of a geometry's complete work set in one sample.
+std::string work_key_of(const std::string& pattern_key, const Geometry& geometry, const WorkSet& work) {
+  return SimulationContext::work_key(pattern_key, geometry.layout, geometry.block, geometry.block, work.head_groups,
+                                     work.micro_batch);
+}
+
 /// One trace sample the search evaluates every candidate on: its patterns (normalized; also the
 /// simulator's, found under their cache key), the bounds on them, the simulation options and the
 /// counted work of every geometry.
@@ -174,8 +180,9 @@ class PlanSearch {
   /// Keeps the counted work within work_set_cache_bytes: drops what this round does not need.
   void limit_counted_work(const std::vector<int64_t>& batch, const std::vector<CountTask>& counts);
   /// Drops the counted work of every geometry that can no longer place a plan in the best K: none
-  /// of its candidates is among them, and each is simulated or has a bound that is beaten (the K-th best only falls and bounds only rise, so it stays so). The ranking re-simulates only the
-  /// best K (and a runner-up that a recount serves if its work was dropped).
+  /// of its candidates is among them, and each is simulated or has a bound that is beaten (the
+  /// K-th best only falls and bounds only rise, so it stays so). The ranking re-simulates only
+  /// the best K (and a runner-up that a recount serves if its work was dropped).
   void release_settled_work();
   /// Simulates candidate `index` with the search's options into its outcome. Thread-safe for
   /// distinct indices.
@@ -600,9 +607,7 @@ void PlanSearch::release_settled_work() {
       CountState& state = sample.counting[g];
       cached_bytes_ -= work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
       if (state.complete) {
-        context_.forget_work(SimulationContext::work_key(sample.pattern_key, geometry.layout, geometry.block,
-                                                         geometry.block, state.complete->head_groups,
-                                                         state.complete->micro_batch));
+        context_.forget_work(work_key_of(sample.pattern_key, geometry, *state.complete));
       }
       forget_counted(state);
     }
@@ -649,7 +654,7 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
     for (size_t i = 0; i < task.layers.size(); ++i) {
       for (int64_t group = 0; group < work.head_groups; ++group) {
         state.matrices[static_cast<size_t>(task.layers[i] * work.head_groups + group)] =
-            std::move(work.matrices[i * static_cast<size_t>(work.head_groups) + static_cast<size_t>(group)]);
+            std::move(work.at(static_cast<int64_t>(i), group));
       }
     }
     state.next += task.layers.size();
@@ -665,9 +670,7 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
     set->matrices = std::move(state.matrices);
     state.matrices.clear();
     state.complete = std::move(set);
-    context_.remember_work(SimulationContext::work_key(sample.pattern_key, g.layout, g.block, g.block, work.head_groups,
-                                                       work.micro_batch),
-                           state.complete);
+    context_.remember_work(work_key_of(sample.pattern_key, g, *state.complete), state.complete);
     sample.bound->release_exact_cells(task.geometry);
   }
   stats.count_seconds += seconds_since(t0);
@@ -698,10 +701,7 @@ void PlanSearch::limit_counted_work(const std::vector<int64_t>& batch, const std
       cached_bytes_ += work_set_bytes(static_cast<int32_t>(g)) * static_cast<int64_t>(state.next) / model_.layers;
       if (!state.complete) continue;
       const Geometry& geometry = space.geometries[g];
-      context_.remember_work(SimulationContext::work_key(sample.pattern_key, geometry.layout, geometry.block,
-                                                         geometry.block, state.complete->head_groups,
-                                                         state.complete->micro_batch),
-                             state.complete);
+      context_.remember_work(work_key_of(sample.pattern_key, geometry, *state.complete), state.complete);
     }
   }
 }

@@ -13,14 +13,18 @@
 //     In this orientation a key is an accumulator row, so its vertical mass is a sum over the
 //     thread's own columns plus two shuffles, written once per (head, key), no atomics. A slash
 //     is a diagonal of the tile: when the warp's keys are consecutive global positions each
-//     thread folds its 64 probabilities into 22 diagonal partials, the warp adds the 8 partials
-//     of each of its 95 diagonals through a small shared stage, and (when the CTA's 256 keys are
-//     consecutive too) the warps add into 319 shared bins flushed with one global atomic per
-//     nonzero bin; other keys (stripes shorter than 32 tokens) add per pair.
+//     thread folds its 64 probabilities into 22 diagonal partials and stages them by diagonal
+//     (one zero-margined row per accumulator row), so each of the warp's 95 diagonals is 8
+//     loads and adds with no bounds test or branch; when the CTA's 256 keys are consecutive too
+//     each warp writes its diagonal totals, and after one barrier a thread per CTA diagonal (319)
+//     adds the at most 3 warps' totals and issues one global atomic if nonzero (no shared
+//     atomics: a float atomic in shared memory is a compare-and-swap loop); other keys (stripes
+//     shorter than 32 tokens) add per pair.
 // Tested against the CPU references in tests/kernels_gpu/estimate_pattern_test.cpp.
 #include "kernels/cuda/estimate_pattern.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/error.hpp"
 #include "kernels/cuda/attention_checks.hpp"
@@ -43,15 +47,27 @@ constexpr int kP1TilesPerWarp = 2;
 constexpr int kP1MTilesPerCta = kWarps * kP1TilesPerWarp;
 constexpr int kP1ChunkKeys = 2048;
 constexpr int kP1Stages = 3;  // key tiles in flight: one CTA per SM hides the loads alone
-// Pass 2: 32 keys per warp, 256 keys per chunk, 4 chunks per CTA (the next chunk's K loads while
-// the current one computes), query tiles of 64.
-constexpr int kP2KeysPerWarp = 32;
-constexpr int kP2ChunkKeys = kWarps * kP2KeysPerWarp;
+// Pass 2: kP2MTiles x 16 keys per warp, 8 warps per chunk, 4 chunks per CTA (the next chunk's K
+// loads while the current one computes), query tiles of 64. One m-tile per warp (128 registers,
+// two CTAs per SM) measured 5% slower than two.
+constexpr int kP2MTiles = 2;
 constexpr int kP2ChunksPerCta = 4;
-constexpr int kP2Diagonals = kP2KeysPerWarp + kTileRows - 1;   // 95 per warp tile
-constexpr int kP2Bins = kP2ChunkKeys + kTileRows - 1;          // 319 per CTA tile
-constexpr int kP2Partials = 22;                                // per thread: 11 diagonal groups x 2
-constexpr int kP2StagePitch = 33;                              // floats per partial row (padded)
+template <int kMTiles>
+struct Pass2Shape {
+  static constexpr int kKeysPerWarp = kMTiles * 16;
+  static constexpr int kChunkKeys = kWarps * kKeysPerWarp;
+  static constexpr int kDiagonals = kKeysPerWarp + kTileRows - 1;  // of a warp tile
+  static constexpr int kBins = kChunkKeys + kTileRows - 1;         // diagonals of a CTA tile
+  static constexpr int kGroupLow = 2 * kMTiles - 1;                // diagonal groups u from -kGroupLow to 7
+  static constexpr int kGroups = 8 + kGroupLow;
+  // A warp's diagonal partials, one row per accumulator row a (lane / 4): partial (u, j) of lane
+  // (a, b) at position 8 + 8 (u + kGroupLow) + 2b + j, between 8 zero floats on each side, so
+  // that diagonal e reads row a at e + a + 8 kGroupLow + 8 without a bounds test. A pitch of 8
+  // modulo 32 floats makes the lanes' 8-byte stores conflict-free.
+  static constexpr int kStageRow = 8 * kGroups + 16;
+  static constexpr int kStagePitch = kStageRow + (8 - kStageRow % 32 + 32) % 32;
+  static constexpr int kDiagonalPitch = (kDiagonals + 3) / 4 * 4;  // a warp's diagonal totals
+};
 
 void check_estimate(const EstimateParams& p, bool pass2) {
   const AttentionShape& shape = p.shape;
@@ -68,7 +84,9 @@ void check_estimate(const EstimateParams& p, bool pass2) {
           " must be in [1, ", layout.seq_len_tokens(), "]");
   require(shape.kv_len == layout.local_len(), "shape.kv_len = ", shape.kv_len, " must equal the layout's local length ",
           layout.local_len());
-  require(std::isfinite(p.softmax_scale), "softmax_scale = ", p.softmax_scale, " is not finite");
+  // > 0: the passes take a row's maximum of raw scores as the maximum of scaled ones.
+  require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.0f, "softmax_scale must be finite and > 0, got ",
+          p.softmax_scale);
   require(int64_t{shape.batch} * shape.q_heads <= 65535, "batch x q_heads must be <= 65535, got ",
           int64_t{shape.batch} * shape.q_heads);
   check_device_pointer(p.q_last, 16, "q_last");
@@ -215,29 +233,36 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const int32_t* kg = key_global + stage * kTileRows;
     // Keys ascend in global order inside a tile, so the last one decides whether any query of
-    // the sequence's end can miss one (past kv_len the sentinel INT32_MAX always masks).
-    const bool masked = static_cast<int64_t>(kg[kTileRows - 1]) > first_query;
+    // the sequence's end can miss one (past kv_len the sentinel INT32_MAX always masks): a
+    // uniform branch, and most tiles skip the mask. Maxima are taken over raw scores (the scale
+    // is > 0), so each probability is one fused multiply-add and one exp2.
+    if (static_cast<int64_t>(kg[kTileRows - 1]) > first_query) {
+#pragma unroll
+      for (int i = 0; i < kP1TilesPerWarp; ++i) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (q_global[i][rr] < kg[nt * 8 + (lane % 4) * 2 + e]) s[i][nt][2 * rr + e] = -INFINITY;
+            }
+          }
+        }
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kP1TilesPerWarp; ++i) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        float x[16];
+        float tile_max = s[i][0][2 * rr];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float score = s[i][nt][2 * rr + e] * scale2;
-            x[nt * 2 + e] = masked && q_global[i][rr] < kg[nt * 8 + (lane % 4) * 2 + e] ? -INFINITY : score;
-          }
-        }
-        float tile_max = x[0];
-#pragma unroll
-        for (int c = 1; c < 16; ++c) tile_max = fmaxf(tile_max, x[c]);
-        const float new_max = fmaxf(m2[i][rr], tile_max);
+        for (int c = 1; c < 16; ++c) tile_max = fmaxf(tile_max, s[i][c / 2][2 * rr + c % 2]);
+        const float new_max = fmaxf(m2[i][rr], tile_max * scale2);
         if (new_max == -INFINITY) continue;  // nothing visible yet
         float add = 0.0f;
 #pragma unroll
-        for (int c = 0; c < 16; ++c) add += cuda::fast_exp2(x[c] - new_max);
+        for (int c = 0; c < 16; ++c) add += cuda::fast_exp2(fmaf(s[i][c / 2][2 * rr + c % 2], scale2, -new_max));
         sum[i][rr] = sum[i][rr] * cuda::fast_exp2(m2[i][rr] - new_max) + add;
         m2[i][rr] = new_max;
       }
@@ -313,24 +338,28 @@ __global__ void estimate_pattern_combine_kernel(int64_t rows, const float* shard
 // ---------------------------------------------------------------------------------------------
 // Pass 2
 
-template <int kHeadDim>
+template <int kHeadDim, int kMTiles>
 struct Pass2Smem {
-  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;              // 64 rows
-  static constexpr int kK = 0;                                          // 256 key rows
-  static constexpr int kQ = kK + (kP2ChunkKeys / kTileRows) * kTile;    // 2 stages of 64 queries
-  static constexpr int kStats = kQ + 2 * kTile;                         // [2][2][64] floats: max2, 1/sum
-  static constexpr int kKeyGlobal = kStats + 2 * 2 * kTileRows * 4;     // [256] int32
-  static constexpr int kStage = kKeyGlobal + kP2ChunkKeys * 4;          // [warps][22][33] floats
-  static constexpr int kBins = kStage + kWarps * kP2Partials * kP2StagePitch * 4;  // [320] floats
-  static constexpr int kBytes = kBins + 320 * 4;
+  using Shape = Pass2Shape<kMTiles>;
+  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;                // 64 rows
+  static constexpr int kK = 0;                                            // the chunk's key rows
+  static constexpr int kQ = kK + (Shape::kChunkKeys / kTileRows) * kTile;  // 2 stages of 64 queries
+  static constexpr int kStats = kQ + 2 * kTile;                           // [2][64] floats: max2 + log2 sum
+  static constexpr int kKeyGlobal = kStats + 2 * kTileRows * 4;           // [chunk keys] int32
+  static constexpr int kStage = kKeyGlobal + Shape::kChunkKeys * 4;       // [warps][8][stage pitch] floats
+  static constexpr int kDiagonalTotals = kStage + kWarps * 8 * Shape::kStagePitch * 4;  // [warps][pitch]
+  static constexpr int kBytes = kDiagonalTotals + kWarps * Shape::kDiagonalPitch * 4;
 };
 
 /// Pass 2: CTA per (GQA group, 4 chunks of 256 keys); iterates (chunk, head, query tile).
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kHeadDim, int kMTiles>
+__global__ void __launch_bounds__(kThreads, 3 - kMTiles)
     estimate_pattern_pass2_kernel(const EstimateParams p, int chunks, int q_tiles) {
-  using Smem = Pass2Smem<kHeadDim>;
+  using Smem = Pass2Smem<kHeadDim, kMTiles>;
+  using Shape = Pass2Shape<kMTiles>;
   constexpr int kSteps = kHeadDim / 16;
+  constexpr int kP2KeysPerWarp = Shape::kKeysPerWarp;
+  constexpr int kP2ChunkKeys = Shape::kChunkKeys;
   extern __shared__ __align__(128) unsigned char smem[];
   const Group group(p.shape, static_cast<int>(blockIdx.y));
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -345,8 +374,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t base = cuda::smem_address(smem);
   float* stats = reinterpret_cast<float*>(smem + Smem::kStats);
   int32_t* key_global = reinterpret_cast<int32_t*>(smem + Smem::kKeyGlobal);
-  float* stage = reinterpret_cast<float*>(smem + Smem::kStage) + warp * kP2Partials * kP2StagePitch;
-  float* bins = reinterpret_cast<float*>(smem + Smem::kBins);
+  float* stage = reinterpret_cast<float*>(smem + Smem::kStage) + warp * 8 * Shape::kStagePitch;
+  float* diagonal_totals = reinterpret_cast<float*>(smem + Smem::kDiagonalTotals);
   const float scale2 = p.softmax_scale * kLog2e;
 
   const int chunk_first = static_cast<int>(blockIdx.x) * kP2ChunksPerCta;
@@ -354,7 +383,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int per_chunk = group.heads * q_tiles;  // iterations (head, query tile) per chunk
   const int iterations = chunk_count * per_chunk;
 
-  for (int i = static_cast<int>(threadIdx.x); i < 320; i += kThreads) bins[i] = 0.0f;
+  // The stage's zero margins (never written again).
+  for (int i = lane; i < 8 * 16; i += 32) {
+    const int row = i / 16;
+    const int at = i % 16;
+    stage[row * Shape::kStagePitch + (at < 8 ? at : Shape::kStageRow - 16 + at)] = 0.0f;
+  }
 
   auto issue_keys = [&](int chunk) {
     const int64_t k0 = int64_t{chunk} * kP2ChunkKeys;
@@ -367,66 +401,73 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                 });
     }
     const int r = static_cast<int>(threadIdx.x);
-    key_global[r] = k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r))
-                                    : INT32_MAX;
+    if (r < kP2ChunkKeys) {
+      key_global[r] = k0 + r < kv_len ? static_cast<int32_t>(p.position.layout.global_token(p.position.kv_rank, k0 + r))
+                                      : INT32_MAX;
+    }
   };
-  // Query tile of iteration `it` into stage it & 1 (cp.async).
-  auto issue_queries = [&](int it) {
-    const int g = (it % per_chunk) / q_tiles;
-    const int64_t t0 = int64_t{it % q_tiles} * kTileRows;
+  // Query tile qt of head g into stage `buffer` (cp.async).
+  auto issue_queries = [&](int g, int qt, int buffer) {
+    const int64_t t0 = int64_t{qt} * kTileRows;
     const uint16_t* q_rows = p.q_last + int64_t{group.q_row(p.shape, g)} * last_q * kHeadDim;
-    cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kQ + (it & 1) * Smem::kTile, q_rows,
+    cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kQ + buffer * Smem::kTile, q_rows,
                                               [&](int r) -> const uint16_t* {
                                                 return t0 + r < last_q ? q_rows + (t0 + r) * kHeadDim : nullptr;
                                               });
   };
-  // Statistics of iteration `it`, column threadIdx.x (< 64): loaded into registers early, stored
-  // to stage it & 1 after the MMAs, so no warp waits on them before computing.
-  // p = 2^(score x scale2 - max2) / sum; a column past last_q, or a query that sees no key
-  // anywhere, gets max2 = +inf and 1/sum = 0: probability 0 without a branch.
+  // Statistics of (head g, query tile qt), column threadIdx.x (< 64): loaded into registers
+  // early, stored to a stage after the MMAs, so no warp waits on them before computing.
+  // p = 2^(score x scale2 - max2 - log2 sum): the normalisation is one subtraction in the
+  // exponent, not a multiply per probability. A column past last_q, or a query that sees no key
+  // anywhere, gets +inf: probability 0 without a branch.
   float next_max = 0.0f;
   float next_sum = 0.0f;
-  auto load_stats = [&](int it) {
+  auto load_stats = [&](int g, int qt) {
     const int c = static_cast<int>(threadIdx.x);
-    const int64_t t = int64_t{it % q_tiles} * kTileRows + c;
+    const int64_t t = int64_t{qt} * kTileRows + c;
     next_sum = 0.0f;
     if (c < kTileRows && t < last_q) {
-      const int64_t at = int64_t{group.q_row(p.shape, (it % per_chunk) / q_tiles)} * last_q + t;
+      const int64_t at = int64_t{group.q_row(p.shape, g)} * last_q + t;
       next_max = p.row_max[at];
       next_sum = p.row_sum[at];
     }
   };
-  auto store_stats = [&](int it) {
+  auto store_stats = [&](int buffer) {
     const int c = static_cast<int>(threadIdx.x);
     if (c < kTileRows) {
-      const bool seen = next_sum > 0.0f;
-      stats[(it & 1) * 2 * kTileRows + c] = seen ? next_max * kLog2e : INFINITY;
-      stats[(it & 1) * 2 * kTileRows + kTileRows + c] = seen ? 1.0f / next_sum : 0.0f;
+      stats[buffer * kTileRows + c] = next_sum > 0.0f ? next_max * kLog2e + __log2f(next_sum) : INFINITY;
     }
   };
 
   issue_keys(chunk_first);
-  issue_queries(0);
+  issue_queries(0, 0, 0);
   cuda::cp_async_commit();
-  load_stats(0);
+  load_stats(0, 0);
   store_stats(0);
 
-  uint32_t k_frag[2][kSteps][4];
-  int32_t kg[2][2];            // global positions of this thread's 4 keys [m-tile][row half]
+  uint32_t k_frag[kMTiles][kSteps][4];
+  int32_t kg[kMTiles][2];            // global positions of this thread's 4 keys [m-tile][row half]
   int32_t warp_key0 = 0;       // global position of the warp's first key
   int32_t cta_key0 = 0;        // ... of the CTA's first key
   bool warp_consecutive = false;
   bool cta_consecutive = false;
   bool warp_last_key_late = true;  // the warp's last key may be after some query (mask needed)
   int32_t warp_last_key = 0;
-  float vertical[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  float vertical[kMTiles][2] = {};
   bool keys_newest = false;  // the most recent cp.async group is the next chunk's keys
 
+  // This iteration's (chunk, head, query tile) and the next one's, stepped without divisions.
+  int chunk = chunk_first;
+  int g = 0;
+  int qt = 0;
   for (int it = 0; it < iterations; ++it) {
-    const int chunk = chunk_first + it / per_chunk;
-    const int g = (it % per_chunk) / q_tiles;
-    const int qt = it % q_tiles;
-    const bool chunk_start = it % per_chunk == 0;
+    const bool chunk_start = g == 0 && qt == 0;
+    int next_g = g;
+    int next_qt = qt + 1;
+    if (next_qt == q_tiles) {
+      next_qt = 0;
+      if (++next_g == group.heads) next_g = 0;
+    }
     if (keys_newest && !chunk_start) {
       cuda::cp_async_wait<1>();  // this iteration's queries, not yet the next chunk's keys
     } else {
@@ -437,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (chunk_start) {
       const int key0 = warp * kP2KeysPerWarp;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int kk = 0; kk < kSteps; ++kk) {
           const int r = key0 + mt * 16 + lane % 16;
@@ -457,8 +498,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const bool more = it + 1 < iterations;
     if (more) {
-      issue_queries(it + 1);
-      load_stats(it + 1);
+      issue_queries(next_g, next_qt, (it + 1) & 1);
+      load_stats(next_g, next_qt);
     }
     cuda::cp_async_commit();
     if (chunk_start && chunk + 1 < chunk_first + chunk_count) {
@@ -468,13 +509,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // S^T = K Q^T for the warp's 32 keys x 64 queries.
-    float s[2][8][4];
+    float s[kMTiles][8][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
     }
-    const uint32_t q_tile = base + Smem::kQ + (it & 1) * Smem::kTile;
+    const uint32_t q_tile = base + Smem::kQ + static_cast<uint32_t>((it & 1) * Smem::kTile);
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
 #pragma unroll
@@ -483,54 +524,60 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int r = np * 16 + (lane % 8) + (lane / 16) * 8;
         cuda::ldmatrix_x4(qf, q_tile + static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r, kk * 2 + (lane / 8) % 2) * 2));
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < kMTiles; ++mt) {
           cuda::mma_bf16_16816(s[mt][2 * np], k_frag[mt][kk], qf[0], qf[1]);
           cuda::mma_bf16_16816(s[mt][2 * np + 1], k_frag[mt][kk], qf[2], qf[3]);
         }
       }
     }
 
-    if (more) store_stats(it + 1);  // stage (it + 1) & 1 was last read before this iteration's (A)
+    if (more) store_stats((it + 1) & 1);  // that stage was last read before this iteration's (A)
 
     // Probabilities in place; the causal test only where the warp's last key follows the tile's
     // first query (keys ascend in global order; sentinel keys past kv_len always fail it).
-    const float* max2 = stats + (it & 1) * 2 * kTileRows;
-    const float* inv = max2 + kTileRows;
+    const float* bias2 = stats + (it & 1) * kTileRows;
     const int64_t query0 = first_query + int64_t{qt} * kTileRows;  // global position of column 0
     warp_last_key_late = static_cast<int64_t>(warp_last_key) > query0;
     // Key (mt, h) is masked in the tile's columns c < visible_from[mt][h] (its position minus the
     // tile's first query, clamped to [0, 64]): one 32-bit compare per probability.
-    int32_t visible_from[2][2];
+    int32_t visible_from[kMTiles][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         visible_from[mt][h] = static_cast<int32_t>(
             min(max(static_cast<int64_t>(kg[mt][h]) - query0, int64_t{0}), int64_t{kTileRows}));
       }
     }
+    // The mask is a uniform branch: most tiles lie wholly before the queries and skip it.
+    auto probabilities = [&](auto masked) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int c = nt * 8 + quad_col * 2 + j;
-        const float m = max2[c];
-        const float v = inv[c];
+        for (int j = 0; j < 2; ++j) {
+          const int c = nt * 8 + quad_col * 2 + j;
+          const float b = bias2[c];
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+          for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float prob = cuda::fast_exp2(s[mt][nt][2 * h + j] * scale2 - m) * v;
-            if (warp_last_key_late && c < visible_from[mt][h]) prob = 0.0f;
-            s[mt][nt][2 * h + j] = prob;
+            for (int h = 0; h < 2; ++h) {
+              float prob = cuda::fast_exp2(fmaf(s[mt][nt][2 * h + j], scale2, -b));
+              if (decltype(masked)::value && c < visible_from[mt][h]) prob = 0.0f;
+              s[mt][nt][2 * h + j] = prob;
+            }
           }
         }
       }
+    };
+    if (warp_last_key_late) {
+      probabilities(std::true_type{});
+    } else {
+      probabilities(std::false_type{});
     }
 
     // Vertical: this thread's columns, accumulated over the head's query tiles.
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float row = 0.0f;
@@ -543,48 +590,44 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Slash: diagonal e = c - r of the warp tile, offset d = query0 - warp_key0 + e.
     float* slash_row = p.slash_mass + int64_t{group.q_row(p.shape, g)} * n;
     if (warp_consecutive) {
-      // Value (mt, nt, h, j) sits on e = 8u + (2b + j - a) with u = nt - h - 2 mt in [-3, 7].
-      float partial[11][2];
+      // Value (mt, nt, h, j) sits on e = 8u + (2b + j - a) with u = nt - h - 2 mt in [-kGroupLow, 7].
+      float partial[Shape::kGroups][2];
 #pragma unroll
-      for (int u = 0; u < 11; ++u) partial[u][0] = partial[u][1] = 0.0f;
+      for (int u = 0; u < Shape::kGroups; ++u) partial[u][0] = partial[u][1] = 0.0f;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
 #pragma unroll
-            for (int j = 0; j < 2; ++j) partial[nt - h - 2 * mt + 3][j] += s[mt][nt][2 * h + j];
+            for (int j = 0; j < 2; ++j) partial[nt - h - 2 * mt + Shape::kGroupLow][j] += s[mt][nt][2 * h + j];
           }
         }
       }
+      float* const stage_row = stage + quad_row * Shape::kStagePitch + 8 + quad_col * 2;
 #pragma unroll
-      for (int u = 0; u < 11; ++u) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) stage[(u * 2 + j) * kP2StagePitch + lane] = partial[u][j];
+      for (int u = 0; u < Shape::kGroups; ++u) {
+        *reinterpret_cast<float2*>(stage_row + 8 * u) = make_float2(partial[u][0], partial[u][1]);
       }
       __syncwarp();
-      for (int idx = lane; idx < kP2Diagonals; idx += 32) {
-        const int e = idx - (kP2KeysPerWarp - 1);  // in [-31, 63]
+      // Diagonal e = idx - (keys per warp - 1) sums row a at e + a + 8 kGroupLow + 8 over the 8 rows.
+      float* const warp_totals = diagonal_totals + warp * Shape::kDiagonalPitch;
+      for (int idx = lane; idx < Shape::kDiagonals; idx += 32) {
+        const float* const at = stage + idx - (kP2KeysPerWarp - 1) + 8 * Shape::kGroupLow + 8;
         float total = 0.0f;
 #pragma unroll
-        for (int a = 0; a < 8; ++a) {
-          const int s2 = (e + a) & 7;  // 2b + j of the lane (a, b) holding this diagonal: (e + a) mod 8
-          const int u = (e + a) >> 3;  // floor((e + a) / 8), also below 0
-          if (u >= -3 && u <= 7) total += stage[((u + 3) * 2 + (s2 & 1)) * kP2StagePitch + a * 4 + (s2 >> 1)];
-        }
-        if (total != 0.0f) {
-          if (cta_consecutive) {
-            atomicAdd(&bins[e + (kP2ChunkKeys - 1) - warp * kP2KeysPerWarp], total);
-          } else {
-            atomicAdd(slash_row + (query0 - warp_key0 + e), total);
-          }
+        for (int a = 0; a < 8; ++a) total += at[a * (Shape::kStagePitch + 1)];
+        if (cta_consecutive) {
+          warp_totals[idx] = total;
+        } else if (total != 0.0f) {
+          atomicAdd(slash_row + (query0 - warp_key0 + idx - (kP2KeysPerWarp - 1)), total);
         }
       }
       __syncwarp();
     } else {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -598,16 +641,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    __syncthreads();  // (B) every warp's bins are in
+    __syncthreads();  // (B) every warp's diagonal totals are in
     if (cta_consecutive) {
-      // Bin i holds offset query0 - cta_key0 - 255 + i.
+      // Diagonal i of the CTA tile (offset query0 - cta_key0 - (chunk keys - 1) + i) is diagonal
+      // idx = i - chunk keys + (w + 1) x keys per warp of warp w, for the (at most
+      // ceil(kDiagonals / keys per warp)) warps where idx is in [0, kDiagonals).
       const int64_t d0 = query0 - cta_key0 - (kP2ChunkKeys - 1);
-      for (int i = static_cast<int>(threadIdx.x); i < kP2Bins; i += kThreads) {
-        const float total = bins[i];
-        if (total != 0.0f) {
-          atomicAdd(slash_row + (d0 + i), total);
-          bins[i] = 0.0f;
+      for (int i = static_cast<int>(threadIdx.x); i < Shape::kBins; i += kThreads) {
+        const int w_first = max(0, (kP2ChunkKeys - i + kP2KeysPerWarp - 1) / kP2KeysPerWarp - 1);
+        float total = 0.0f;
+        for (int w = w_first; w < kWarps; ++w) {
+          const int idx = i - kP2ChunkKeys + (w + 1) * kP2KeysPerWarp;
+          if (idx >= Shape::kDiagonals) break;
+          total += diagonal_totals[w * Shape::kDiagonalPitch + idx];
         }
+        if (total != 0.0f) atomicAdd(slash_row + (d0 + i), total);
       }
     }
     if (qt == q_tiles - 1) {
@@ -615,7 +663,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float* vertical_row = p.vertical_mass + int64_t{group.q_row(p.shape, g)} * kv_len;
       const int64_t key0 = int64_t{chunk} * kP2ChunkKeys + warp * kP2KeysPerWarp;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float v = vertical[mt][h];
@@ -627,6 +675,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+    if (next_g == 0 && next_qt == 0) ++chunk;
+    g = next_g;
+    qt = next_qt;
   }
   cuda::cp_async_wait<0>();
 }
@@ -663,19 +714,20 @@ void launch_pass1_instance(const EstimateParams& p, cudaStream_t stream) {
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int kHeadDim>
+template <int kHeadDim, int kMTiles>
 void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
-  const int chunks = static_cast<int>((p.shape.kv_len + kP2ChunkKeys - 1) / kP2ChunkKeys);
+  constexpr int kChunkKeys = Pass2Shape<kMTiles>::kChunkKeys;
+  const int chunks = static_cast<int>((p.shape.kv_len + kChunkKeys - 1) / kChunkKeys);
   if (chunks == 0) return;
   const int64_t q_tiles = (p.shape.q_len + kTileRows - 1) / kTileRows;
   require(q_tiles * (p.shape.q_heads / p.shape.kv_heads) * kP2ChunksPerCta < (int64_t{1} << 31),
           "last_q x (q_heads / kv_heads) is too large for the estimation");
-  constexpr int smem = Pass2Smem<kHeadDim>::kBytes;
-  SPARSERING_CUDA_CHECK(
-      cudaFuncSetAttribute(estimate_pattern_pass2_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  constexpr int smem = Pass2Smem<kHeadDim, kMTiles>::kBytes;
+  SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(estimate_pattern_pass2_kernel<kHeadDim, kMTiles>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(static_cast<unsigned>((chunks + kP2ChunksPerCta - 1) / kP2ChunksPerCta),
                   static_cast<unsigned>(p.shape.batch * p.shape.kv_heads));
-  estimate_pattern_pass2_kernel<kHeadDim><<<grid, kThreads, smem, stream>>>(p, chunks, static_cast<int>(q_tiles));
+  estimate_pattern_pass2_kernel<kHeadDim, kMTiles><<<grid, kThreads, smem, stream>>>(p, chunks, static_cast<int>(q_tiles));
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -706,9 +758,9 @@ void launch_estimate_pattern_combine(int64_t rows, const float* shard_max, const
 void launch_estimate_pattern_pass2(const EstimateParams& params, cudaStream_t stream) {
   check_estimate(params, true);
   if (params.shape.head_dim == 64) {
-    launch_pass2_instance<64>(params, stream);
+    launch_pass2_instance<64, kP2MTiles>(params, stream);
   } else {
-    launch_pass2_instance<128>(params, stream);
+    launch_pass2_instance<128, kP2MTiles>(params, stream);
   }
 }
 

@@ -192,6 +192,11 @@ TEST(EstimatePatternGpu, RejectsBadShapes) {
   params.shape.q_len = 8;
   params.shape.kv_len = 32;
   EXPECT_THROW(launch_estimate_pattern_pass1(params, nullptr), InputError);  // kv_len != local length
+  params.shape.kv_len = 64;
+  params.softmax_scale = 0.0f;
+  EXPECT_THROW(launch_estimate_pattern_pass1(params, nullptr), InputError);  // the scale must be > 0
+  params.softmax_scale = -0.1f;
+  EXPECT_THROW(launch_estimate_pattern_pass2(params, nullptr), InputError);
 }
 
 }  // namespace

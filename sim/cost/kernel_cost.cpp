@@ -151,14 +151,45 @@ SimNs gemm_time_ns(const GemmCostModel& model, double flops) {
   return round_to_ns(flops / (model.effective_tflops * 1e3));  // TFLOP/s = 1e3 FLOP per ns
 }
 
-SimNs index_build_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens) {
+namespace {
+
+double head_ktokens(int64_t heads, int64_t tokens) {
+  return static_cast<double>(heads) * static_cast<double>(tokens) / 1024.0;
+}
+
+}  // namespace
+
+SimNs estimate_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens,
+                       int64_t seq_tokens, int64_t last_q) {
+  require(heads >= 0 && local_tokens >= 0 && seq_tokens >= local_tokens && last_q >= 0, "estimation of ", heads,
+          " heads x ", local_tokens, " local of ", seq_tokens, " tokens, last_q ", last_q);
+  require(assumptions.estimate_launch_us >= 0.0 && assumptions.estimate_per_head_ktoken_us >= 0.0 &&
+              assumptions.select_launch_us >= 0.0 && assumptions.select_per_head_ktoken_us >= 0.0,
+          "estimation coefficients must be >= 0, got ", assumptions.estimate_launch_us, " us + ",
+          assumptions.estimate_per_head_ktoken_us, " us per head-ktoken and ", assumptions.select_launch_us, " us + ",
+          assumptions.select_per_head_ktoken_us, " us per head-ktoken");
+  if (heads == 0 || seq_tokens == 0) return 0;
+  const double passes_us =
+      local_tokens == 0 || last_q == 0
+          ? 0.0
+          : assumptions.estimate_launch_us + assumptions.estimate_per_head_ktoken_us *
+                                                 head_ktokens(heads, local_tokens) * static_cast<double>(last_q) / 64.0;
+  const double select_us =
+      assumptions.select_launch_us + assumptions.select_per_head_ktoken_us * head_ktokens(heads, seq_tokens);
+  return ns_from_us(passes_us + select_us);
+}
+
+SimNs index_build_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens,
+                          int64_t block_q, int64_t block_k) {
   require(heads >= 0 && local_tokens >= 0, "index build of ", heads, " heads x ", local_tokens, " tokens");
+  require(block_q >= 1 && block_k >= 1, "index build blocks must be >= 1, got ", block_q, " x ", block_k);
   require(assumptions.index_build_launch_us >= 0.0 && assumptions.index_build_per_head_ktoken_us >= 0.0,
           "index build coefficients must be >= 0, got ", assumptions.index_build_launch_us, " us and ",
           assumptions.index_build_per_head_ktoken_us, " us per head-ktoken");
   if (heads == 0 || local_tokens == 0) return 0;
-  const double head_ktokens = static_cast<double>(heads) * static_cast<double>(local_tokens) / 1024.0;
-  return ns_from_us(assumptions.index_build_launch_us + assumptions.index_build_per_head_ktoken_us * head_ktokens);
+  const double block_scale = 128.0 / std::sqrt(static_cast<double>(block_q) * static_cast<double>(block_k));
+  return ns_from_us(assumptions.index_build_launch_us +
+                    assumptions.index_build_per_head_ktoken_us * head_ktokens(heads, local_tokens) * block_scale);
 }
 
 }  // namespace sparsering

@@ -61,11 +61,20 @@ struct RooflineAssumptions {
   double backward_flop_ratio = 2.5;     ///< backward FLOPs / forward FLOPs (docs/method.md section 3)
   double launch_us = 10.0;              ///< fixed cost per launch
   double gemm_efficiency = 0.6;         ///< dense GEMMs without a calibration
-  /// Index build of one layer on one rank (every ring step's tile and column lists):
-  /// launch + per head-ktoken x query heads x local query tokens / 1024. Defaults: least-squares
-  /// fit of the index build times measured on an H200 in docs/PERF.md (16 heads, 32K-128K tokens).
-  double index_build_launch_us = 120.0;
-  double index_build_per_head_ktoken_us = 0.437;
+  /// Index preparation of one layer on one rank (docs/simulator.md section 2), three parts, each
+  /// launch + per head-ktoken x query heads x tokens / 1024. Defaults: the H200 measurements in
+  /// docs/PERF.md ("Index preparation: estimation by staged diagonals": 16 query heads, head dim
+  /// 128, 128K and 256K tokens).
+  ///  - estimation's two passes over the rank's keys, for last_q queries (scaled by last_q / 64);
+  double estimate_launch_us = 40.0;
+  double estimate_per_head_ktoken_us = 0.162;
+  ///  - the recall selection over the sequence's masses (every rank selects from all N entries);
+  double select_launch_us = 44.0;
+  double select_per_head_ktoken_us = 0.0137;
+  ///  - the index build (every ring step's tile and column lists) over the local query tokens, at
+  ///    128 x 128 blocks, scaled by 128 / sqrt(block_q x block_k) (smaller blocks, more lists).
+  double index_build_launch_us = 20.0;
+  double index_build_per_head_ktoken_us = 0.1006;
 };
 
 /// The attention kernel cost model for one (GPU, block shape, head dim).
@@ -130,10 +139,18 @@ class KernelTimer {
 /// out, so this is a lower bound of the full model (what bounds that do not know the chunk use).
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, int64_t heads);
 
-/// Time of building one layer's sparse index on one rank for `heads` query heads (x micro batch)
-/// over `local_tokens` query tokens, from the assumptions' index build terms (rounded once).
+/// Time of the pattern estimation of one layer on one rank for `heads` query heads (x micro
+/// batch): both passes over `local_tokens` keys for `last_q` queries, then the recall selection
+/// over `seq_tokens` entries, from the assumptions' estimate and select terms (rounded once).
 /// Throws InputError for negative sizes or coefficients.
-SimNs index_build_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens);
+SimNs estimate_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens,
+                       int64_t seq_tokens, int64_t last_q);
+
+/// Time of building one layer's sparse index on one rank for `heads` query heads (x micro batch)
+/// over `local_tokens` query tokens at block_q x block_k, from the assumptions' index build terms
+/// (rounded once). Throws InputError for negative sizes or coefficients, or blocks < 1.
+SimNs index_build_time_ns(const RooflineAssumptions& assumptions, int64_t heads, int64_t local_tokens,
+                          int64_t block_q, int64_t block_k);
 
 /// Dense GEMM model: effective rate = peak x efficiency.
 struct GemmCostModel {

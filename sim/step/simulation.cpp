@@ -161,7 +161,7 @@ struct LayerOverheads {
   SimNs estimate_reduce = 0;  ///< pattern estimation: all-reduces of the statistics and masses
   SimNs ulysses_in = 0;       ///< Ulysses all-to-all of Q, K, V in, worst group
   SimNs ulysses_out = 0;      ///< Ulysses all-to-all of the output back, worst group
-  SimNs estimate_scores = 0;  ///< pattern estimation scores GEMM
+  SimNs estimate_scores = 0;  ///< pattern estimation: both passes and the recall selection
   SimNs index_build = 0;      ///< the sparse index of every ring step, once per layer
   SimNs qkv_fwd = 0, out_fwd = 0, mlp_fwd = 0;  ///< dense GEMMs, forward
   SimNs qkv_bwd = 0, out_bwd = 0, mlp_bwd = 0;  ///< dense GEMMs, backward
@@ -480,27 +480,29 @@ void StepSimulation::layer_collectives() {
 
 void StepSimulation::layer_compute() {
   const PlanConfig& plan = plan_;
-  const ModelConfig& model = model_;
   const SimulationOptions& options = options_;
   const LayerShapes& shapes = shapes_;
   const GemmCostModel& gemm = gemm_;
   const bool sparse = sparse_;
   SimulationResult& result = result_;
   LayerOverheads& o = overheads_;
-  o.estimate_scores =
-      sparse ? gemm_time_ns(gemm, 2.0 * 2.0 * static_cast<double>(plan.sparse.last_q * shapes.attention_tokens *
-                                                                  shapes.q_heads_local * model.head_dim))
-             : 0;
-  // The sparse index of every ring step, built once per layer after the estimation.
-  o.index_build =
-      sparse ? index_build_time_ns(options.roofline, shapes.q_heads_local * plan.micro_batch_sequences,
-                                   plan.layout.local_len())
-             : 0;
+  // Pattern estimation (both passes over the local keys, then the selection over the sequence's
+  // masses), and the sparse index of every ring step, built once per layer after it.
+  const int64_t prep_heads = shapes.q_heads_local * plan.micro_batch_sequences;
+  o.estimate_scores = sparse ? estimate_time_ns(options.roofline, prep_heads, plan.layout.local_len(),
+                                                plan.seq_len_tokens, plan.sparse.last_q)
+                             : 0;
+  o.index_build = sparse ? index_build_time_ns(options.roofline, prep_heads, plan.layout.local_len(), plan.sparse.block_q,
+                                               plan.sparse.block_k)
+                         : 0;
   if (sparse) {
-    result.notes.push_back(str("index build: ", options.roofline.index_build_launch_us, " us + ",
-                               options.roofline.index_build_per_head_ktoken_us,
-                               " us per head and 1024 local tokens per layer (assumed from H200 measurements, "
-                               "not calibrated)"));
+    const RooflineAssumptions& r = options.roofline;
+    result.notes.push_back(str("index preparation per layer (assumed from H200 measurements, not calibrated): "
+                               "estimation ", r.estimate_launch_us, " us + ", r.estimate_per_head_ktoken_us,
+                               " us per head and 1024 local tokens at last_q 64, selection ", r.select_launch_us,
+                               " us + ", r.select_per_head_ktoken_us, " us per head and 1024 sequence tokens, index build ",
+                               r.index_build_launch_us, " us + ", r.index_build_per_head_ktoken_us,
+                               " us per head and 1024 local tokens at 128 x 128 blocks"));
   }
   o.qkv_fwd = gemm_time_ns(gemm, shapes.qkv_flops);
   o.out_fwd = gemm_time_ns(gemm, shapes.out_proj_flops);

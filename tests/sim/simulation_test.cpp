@@ -378,23 +378,35 @@ TEST(SimulationTest, AccumulatorRoutes) {
             simulate(context, flat, model, cluster, &trace, direct).step.step_ns);
 }
 
-TEST(SimulationTest, IndexBuildPhase) {
+TEST(SimulationTest, IndexPreparationPhases) {
   const ModelConfig model = small_model();
   const ClusterConfig cluster = small_cluster(1, 2);
   const Trace trace = small_trace(2, 4, 2048, 2);
   SimulationContext context;
   SimulationOptions options;
+  options.roofline.estimate_launch_us = 10.0;
+  options.roofline.estimate_per_head_ktoken_us = 1.0;
+  options.roofline.select_launch_us = 5.0;
+  options.roofline.select_per_head_ktoken_us = 0.5;
   options.roofline.index_build_launch_us = 50.0;
   options.roofline.index_build_per_head_ktoken_us = 2.0;
   const SimulationResult sparse =
       simulate(context, small_plan(2048, 2, "striped", 64, true, {{2, "nvlink"}}), model, cluster, &trace, options);
-  // 4 heads x 1024 local tokens: 50 + 2 x 4 = 58 us per layer.
-  SimNs build = 0;
-  for (const LayerPhase& phase : sparse.layers[0].forward) build += phase.name == "index_build" ? phase.duration_ns : 0;
-  EXPECT_EQ(build, 58000);
+  const auto phase_ns = [](const LayerResult& layer, const std::string& name) {
+    SimNs ns = 0;
+    for (const LayerPhase& phase : layer.forward) ns += phase.name == name ? phase.duration_ns : 0;
+    return ns;
+  };
+  // 4 heads, 1024 local of 2048 tokens, last_q 64, blocks 64 x 64 (twice the lists of 128 x 128):
+  // estimation 10 + 1 x 4 = 14 us, selection 5 + 0.5 x 8 = 9 us, build 50 + 2 x 4 x 2 = 66 us.
+  EXPECT_EQ(phase_ns(sparse.layers[0], "estimate_scores"), 23000);
+  EXPECT_EQ(phase_ns(sparse.layers[0], "index_build"), 66000);
   const SimulationResult dense =
       simulate(context, small_plan(2048, 2, "striped", 64, false, {{2, "nvlink"}}), model, cluster, nullptr, options);
-  for (const LayerPhase& phase : dense.layers[0].forward) EXPECT_NE(phase.name, "index_build");
+  for (const LayerPhase& phase : dense.layers[0].forward) {
+    EXPECT_NE(phase.name, "index_build");
+    EXPECT_NE(phase.name, "estimate_scores");
+  }
 }
 
 TEST(SimulationTest, TraceOfAnotherModelWithTheSameShapeIsNoted) {

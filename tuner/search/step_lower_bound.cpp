@@ -46,7 +46,7 @@ std::vector<int64_t> members_of(const OrderChoice& order, int64_t ring, int64_t 
 struct StepLowerBound::DegreeTerms {
   LayerShapes shapes;
   SimNs qkv_f = 0, out_f = 0, mlp_f = 0, qkv_b = 0, out_b = 0, mlp_b = 0;
-  SimNs scores = 0;  // pattern estimation scores GEMM
+  SimNs scores = 0;  // pattern estimation: both passes and the recall selection
   SimNs lm_f = 0, lm_b = 0;
   int64_t bcast_bytes = 0, stats_bytes = 0, mass_bytes = 0;
 };
@@ -157,11 +157,11 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
     t->qkv_b = gemm_time_ns(gemm_, 2.0 * s.qkv_flops);
     t->out_b = gemm_time_ns(gemm_, 2.0 * s.out_proj_flops);
     t->mlp_b = gemm_time_ns(gemm_, 2.0 * s.mlp_flops);
-    t->scores = gemm_time_ns(gemm_, 2.0 * 2.0 * static_cast<double>(tmpl.sparse.last_q * s.attention_tokens *
-                                                                     s.q_heads_local * model.head_dim));
+    const int64_t b = tmpl.micro_batch_sequences;
+    t->scores = estimate_time_ns(options.roofline, s.q_heads_local * b, s.attention_tokens / b, space.seq_len_tokens,
+                                 tmpl.sparse.last_q);
     t->lm_f = gemm_time_ns(gemm_, s.lm_head_flops);
     t->lm_b = gemm_time_ns(gemm_, 2.0 * s.lm_head_flops);
-    const int64_t b = tmpl.micro_batch_sequences;
     t->bcast_bytes = tmpl.sparse.last_q * s.q_heads_local * model.head_dim * s.bytes_per_value * b;
     t->stats_bytes = tmpl.sparse.last_q * s.q_heads_local * 2 * 4 * b;
     t->mass_bytes = space.seq_len_tokens * s.q_heads_local * 4 * b;
@@ -323,7 +323,7 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
     t->index_build = index_build_time_ns(options.roofline,
                                          degree_terms_[static_cast<size_t>(g.degrees)]->shapes.q_heads_local *
                                              tmpl.micro_batch_sequences,
-                                         g.layout.local_len());
+                                         g.layout.local_len(), g.block, g.block);
     t->exact.assign(static_cast<size_t>(model.layers), 0);
     t->coarse_f.assign(static_cast<size_t>(model.layers), 0);
     t->coarse_b.assign(static_cast<size_t>(model.layers), 0);

@@ -81,14 +81,8 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
       WorkCounter counter(geometry);
       for (int64_t l = next_layer++; l < set.layers; l = next_layer++) {
         for (int64_t g = 0; g < head_groups; ++g) {
-          WorkMatrix& sum = set.matrices[static_cast<size_t>(l * head_groups + g)];
-          // Heads of one K/V head are consecutive: one key group per K/V head met in the range.
-          for (int64_t h = g * set.heads_per_group; h < (g + 1) * set.heads_per_group; ++h) {
-            if (h == g * set.heads_per_group || h % kv_group == 0) counter.begin_key_group();
-            counter.accumulate_group_head(patterns.at(l, h), sum);
-            if (h + 1 == (g + 1) * set.heads_per_group || (h + 1) % kv_group == 0) counter.end_key_group(sum);
-          }
-          if (micro_batch > 1) scale(sum, micro_batch);
+          count_head_group(counter, patterns, l, g * set.heads_per_group, set.heads_per_group, kv_group, micro_batch,
+                           set.matrices[static_cast<size_t>(l * head_groups + g)]);
         }
       }
     } catch (...) {
@@ -108,6 +102,17 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
   for (std::thread& thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);
   return set;
+}
+
+void count_head_group(WorkCounter& counter, const PatternSet& patterns, int64_t layer, int64_t first_head,
+                      int64_t heads, int64_t kv_group, int64_t micro_batch, WorkMatrix& sum) {
+  // Heads of one K/V head are consecutive: one key group per K/V head met in the range.
+  for (int64_t h = first_head; h < first_head + heads; ++h) {
+    if (h == first_head || h % kv_group == 0) counter.begin_key_group();
+    counter.accumulate_group_head(patterns.at(layer, h), sum);
+    if (h + 1 == first_head + heads || (h + 1) % kv_group == 0) counter.end_key_group(sum);
+  }
+  if (micro_batch > 1) scale(sum, micro_batch);
 }
 
 }  // namespace sparsering

@@ -11,6 +11,7 @@
 
 #include "sim/work/block_geometry.hpp"
 #include "sim/work/pattern_set.hpp"
+#include "sim/work/work_counter.hpp"
 #include "sim/work/work_counts.hpp"
 
 namespace sparsering {
@@ -45,5 +46,12 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
 /// key block) pairs of each such group once. `kv_group` must divide the query heads.
 WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
                        int64_t micro_batch, int threads, int64_t kv_group);
+
+/// Adds heads [first_head, first_head + heads) of layer `layer` into `sum` with `counter` (built
+/// for the geometry), then multiplies the sum by `micro_batch`: the query heads sharing a K/V head
+/// (h / kv_group) form one key group, cut at the range's ends. This is one head group of
+/// count_work_set; sparse pattern sets only.
+void count_head_group(WorkCounter& counter, const PatternSet& patterns, int64_t layer, int64_t first_head,
+                      int64_t heads, int64_t kv_group, int64_t micro_batch, WorkMatrix& sum);
 
 }  // namespace sparsering

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 #include "sim/work/work_counter.hpp"
@@ -85,6 +88,41 @@ TEST(WorkSetTest, KeyListsAreCountedOncePerKvHead) {
     EXPECT_EQ(one_kv.at(0, g).total().key_lists, head.total().key_lists);
     EXPECT_EQ(four_kv.at(0, g).total().key_lists, 2 * head.total().key_lists);
     EXPECT_EQ(four_kv.at(0, g).total().tiles, 4 * head.total().tiles);
+  }
+}
+
+TEST(WorkSetTest, OneHeadGroupWithAReusedCounter) {
+  // count_head_group over head ranges that cut K/V groups (2 heads of a group of 4) and align with
+  // them, one counter reused across layers and ranges, against key groups built by hand.
+  const Trace trace = testing::small_trace(2, 8, 2048, 11);
+  RecallSettings settings;
+  settings.recall = 0.9;
+  const PatternSet patterns = select_patterns(trace, 0, settings);
+  const BlockGeometry geo = make_block_geometry(make_token_layout(LayoutKind::striped, 2048, 4, 64), 64, 64);
+  WorkCounter reused(geo);
+  for (int64_t l = 0; l < 2; ++l) {
+    for (const auto& [first, heads] : std::vector<std::pair<int64_t, int64_t>>{{2, 2}, {0, 8}, {4, 4}, {6, 2}}) {
+      WorkMatrix got(4);
+      count_head_group(reused, patterns, l, first, heads, 4, 3, got);
+      WorkMatrix expected(4);
+      WorkCounter fresh(geo);
+      for (int64_t kv_first = first; kv_first < first + heads;) {
+        const int64_t kv_end = std::min(first + heads, (kv_first / 4 + 1) * 4);  // to the K/V group's end
+        WorkMatrix part(4);
+        fresh.begin_key_group();
+        for (int64_t h = kv_first; h < kv_end; ++h) fresh.accumulate_group_head(patterns.at(l, h), part);
+        fresh.end_key_group(part);
+        expected += part;
+        kv_first = kv_end;
+      }
+      for (int32_t q = 0; q < 4; ++q) {
+        for (int32_t kv = 0; kv < 4; ++kv) {
+          EXPECT_EQ(got.at(q, kv).tiles, 3 * expected.at(q, kv).tiles) << l << " " << first;
+          EXPECT_EQ(got.at(q, kv).key_lists, 3 * expected.at(q, kv).key_lists) << l << " " << first;
+          EXPECT_EQ(got.at(q, kv).column_chunks, 3 * expected.at(q, kv).column_chunks) << l << " " << first;
+        }
+      }
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include "tuner/search/plan_search.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -619,27 +620,77 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
   const SearchSpace& space = result_.space;
   SearchStats& stats = result_.stats;
   const auto t0 = std::chrono::steady_clock::now();
-  // Each task's layers on its share of the threads (the counts never depend on it).
-  std::vector<WorkSet> counted(counts.size());
+  // Every (task, layer) is one item of one parallel loop, so that the threads share the round's
+  // work whatever the tasks' sizes (the counts never depend on the thread count); a round of fewer
+  // layers than two per thread is split further by head group. Each worker keeps its work counter
+  // while its items stay on one geometry (items come task by task), since building one costs
+  // its tables; a task's matrices are then put together in order.
+  struct Item {
+    size_t task;
+    size_t layer;    // index into the task's layers
+    int64_t group;   // head group, or -1: every group of the layer
+  };
+  const auto head_groups_of = [&](const CountTask& task) {
+    return space.degrees[static_cast<size_t>(space.geometries[static_cast<size_t>(task.geometry)].degrees)].head_parallel;
+  };
+  size_t round_layers = 0;
+  for (const CountTask& task : counts) round_layers += task.layers.size();
+  const bool by_group = round_layers < 2 * static_cast<size_t>(threads_);
+  std::vector<Item> items;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    for (size_t i = 0; i < counts[k].layers.size(); ++i) {
+      if (!by_group) {
+        items.push_back(Item{k, i, -1});
+        continue;
+      }
+      for (int64_t group = 0; group < head_groups_of(counts[k]); ++group) items.push_back(Item{k, i, group});
+    }
+  }
+  std::vector<std::vector<WorkMatrix>> item_work(items.size());
   std::vector<char> geometry_started(space.geometries.size(), 0);
   for (const CountTask& task : counts) geometry_started[static_cast<size_t>(task.geometry)] = started(task.geometry) ? 1 : 0;
-  const int per_task = std::max(1, threads_ / static_cast<int>(counts.size()));
-  parallel_for(static_cast<int64_t>(counts.size()), threads_, [&](int64_t k) {
-    const CountTask& task = counts[static_cast<size_t>(k)];
-    const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
-    const PatternSet& patterns = *samples_[task.sample].patterns;
-    PatternSet subset;
-    subset.layers = static_cast<int64_t>(task.layers.size());
-    subset.heads = patterns.heads;
-    subset.seq_len_tokens = patterns.seq_len_tokens;
-    subset.kv_group = patterns.kv_group;
-    for (const int64_t l : task.layers) {
-      for (int64_t h = 0; h < patterns.heads; ++h) subset.patterns.push_back(patterns.at(l, h));
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), items.size()));
+  std::atomic<size_t> next_item{0};
+  parallel_for(workers, workers, [&](int64_t) {
+    std::unique_ptr<BlockGeometry> geometry;  // the counter refers to it
+    std::unique_ptr<WorkCounter> counter;
+    int32_t counter_geometry = -1;
+    for (size_t index = next_item++; index < items.size(); index = next_item++) {
+      const Item& item = items[index];
+      const CountTask& task = counts[item.task];
+      const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+      if (counter_geometry != task.geometry) {
+        counter.reset();  // one counter's tables at a time
+        geometry = std::make_unique<BlockGeometry>(make_block_geometry(g.layout, g.block, g.block));
+        counter = std::make_unique<WorkCounter>(*geometry);
+        counter_geometry = task.geometry;
+      }
+      const PatternSet& patterns = *samples_[task.sample].patterns;
+      const int64_t groups = head_groups_of(task);
+      const int64_t heads = patterns.heads / groups;
+      const int64_t first = item.group < 0 ? 0 : item.group;
+      const int64_t last = item.group < 0 ? groups : item.group + 1;
+      std::vector<WorkMatrix>& out = item_work[index];
+      out.assign(static_cast<size_t>(last - first), WorkMatrix(g.layout.ranks()));
+      for (int64_t group = first; group < last; ++group) {
+        count_head_group(*counter, patterns, task.layers[item.layer], group * heads, heads, patterns.kv_group,
+                         template_.micro_batch_sequences, out[static_cast<size_t>(group - first)]);
+      }
     }
-    const BlockGeometry geometry = make_block_geometry(g.layout, g.block, g.block);
-    counted[static_cast<size_t>(k)] = count_work_set(geometry, subset, space.degrees[static_cast<size_t>(g.degrees)].head_parallel,
-                                                     template_.micro_batch_sequences, per_task);
   });
+  std::vector<WorkSet> counted(counts.size());
+  for (size_t k = 0; k < counts.size(); ++k) {
+    WorkSet& work = counted[k];
+    work.layers = static_cast<int64_t>(counts[k].layers.size());
+    work.head_groups = head_groups_of(counts[k]);
+    work.heads_per_group = samples_[counts[k].sample].patterns->heads / work.head_groups;
+    work.micro_batch = template_.micro_batch_sequences;
+    work.matrices.reserve(static_cast<size_t>(work.layers * work.head_groups));
+  }
+  for (size_t index = 0; index < items.size(); ++index) {
+    for (WorkMatrix& m : item_work[index]) counted[items[index].task].matrices.push_back(std::move(m));
+    item_work[index] = {};
+  }
   for (size_t k = 0; k < counts.size(); ++k) {
     const CountTask& task = counts[k];
     const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];

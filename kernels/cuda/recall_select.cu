@@ -366,6 +366,13 @@ __global__ void __launch_bounds__(kChunkThreads)
   const RowRef ref = locate(batch, global_row);
   const long long kept = row_state.kept;
   if (blockIdx.x == 0 && threadIdx.x == 0) batch.kept_count[ref.part][ref.row] = static_cast<int32_t>(kept);
+  // Slots past the count hold -1 (the kept-set layout), so an output reused from an earlier
+  // selection needs no fill; the row's chunks write them in turn.
+  int32_t* kept_index = batch.kept_index[ref.part] + int64_t{ref.row} * batch.capacity;
+  for (long long i = kept + int64_t{blockIdx.x} * kChunkThreads + threadIdx.x; i < batch.capacity;
+       i += int64_t{gridDim.x} * kChunkThreads) {
+    kept_index[i] = -1;
+  }
   if (kept == 0) return;
   const uint32_t v = row_state.value_bits;
   const long long ties = row_state.ties;
@@ -412,7 +419,6 @@ __global__ void __launch_bounds__(kChunkThreads)
   }
   // Output position of the next kept entry: entries above v and the kept ties before it.
   long long out = above_base + min(equal_base, ties);
-  int32_t* kept_index = batch.kept_index[ref.part] + int64_t{ref.row} * batch.capacity;
   for (int64_t base = begin; base < end; base += 32) {
     const int64_t e = base + lane;
     const uint32_t bits = e < end ? mass_bits(mass[e]) : 0u;

@@ -20,7 +20,7 @@ struct RecallSelectParams {
   int32_t capacity = 4096;     ///< cap on kept entries per row, >= 1
   const float* mass = nullptr; ///< (rows, n) masses >= 0 (negative, NaN and infinite ones count as 0)
   int32_t* kept_count = nullptr; ///< (rows) written
-  int32_t* kept_index = nullptr; ///< (rows, capacity) written: kept indices ascending, rest untouched
+  int32_t* kept_index = nullptr; ///< (rows, capacity) written: kept indices ascending, then -1
 };
 
 /// Queues the selection on `stream` (stream-ordered scratch memory, no host synchronization, no

@@ -198,22 +198,32 @@ class SparseringKernels:
         return t.data_ptr()
 
     def estimate_select(self, q_last, k, recall: float = 0.95, capacity: int = 4096,
-                        softmax_scale: float | None = None) -> tuple:
+                        softmax_scale: float | None = None, out: tuple | None = None) -> tuple:
         """Pattern estimation + recall selection on the GPU for one rank holding all keys.
         Returns (vertical_count, vertical_keys, slash_count, slash_offsets) int32 CUDA tensors,
-        (rows,) and (rows, capacity), kept entries ascending."""
+        (rows,) and (rows, capacity), kept entries ascending and -1 past each row's count. The
+        kernels write every element, so `out` (four such tensors, e.g. a previous call's) is
+        filled in place: a training step allocates its kept sets once."""
         b, hq, last_q, d = q_last.shape
         _, hkv, n, _ = k.shape
         self._tensor(q_last, "q_last", torch.bfloat16, q_last.shape)
         self._tensor(k, "k", torch.bfloat16, k.shape)
         scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
         rows = b * hq
-        opts = dict(device=q_last.device, dtype=torch.int32)
-        kept = (torch.zeros(rows, **opts), torch.full((rows, capacity), -1, **opts), torch.zeros(rows, **opts),
-                torch.full((rows, capacity), -1, **opts))
+        if out is None:
+            # One allocation, no fill: the kernels write counts, kept entries and the -1 padding.
+            buffer = torch.empty(2 * rows * (capacity + 1), device=q_last.device, dtype=torch.int32)
+            counts, keys = buffer[:2 * rows], buffer[2 * rows:].view(2, rows, capacity)
+            out = (counts[:rows], keys[0], counts[rows:], keys[1])
+        else:
+            if len(out) != 4:
+                raise ValueError(f"out must hold 4 tensors (counts and kept entries of both kinds), got {len(out)}")
+            for name, t, shape in (("vertical_count", out[0], (rows,)), ("vertical_keys", out[1], (rows, capacity)),
+                                   ("slash_count", out[2], (rows,)), ("slash_offsets", out[3], (rows, capacity))):
+                self._tensor(t, f"out {name}", torch.int32, shape)
         self._check(self._lib.sr_estimate_select(b, hq, hkv, d, n, last_q, scale, q_last.data_ptr(), k.data_ptr(), recall,
-                                                 capacity, *(t.data_ptr() for t in kept), self._stream()))
-        return kept
+                                                 capacity, *(t.data_ptr() for t in out), self._stream()))
+        return tuple(out)
 
     @staticmethod
     def _position_args(position: RingPosition) -> tuple:

@@ -104,7 +104,7 @@ void check_part(const std::vector<float>& mass, int32_t rows, int64_t entries, d
     const std::vector<int32_t> got(begin, begin + static_cast<int64_t>(want.size()));
     ASSERT_EQ(got, want) << at;
     for (auto slot = begin + static_cast<int64_t>(want.size()); slot != begin + capacity; ++slot) {
-      ASSERT_EQ(*slot, kUntouched) << at << " slot " << (slot - begin) << " past the kept count was written";
+      ASSERT_EQ(*slot, -1) << at << " slot " << (slot - begin) << " past the kept count is not -1";
     }
   }
 }

@@ -9,7 +9,9 @@ multiples of the blocks:
 2. recall 1.0 against SDPA (flash, dense causal): rel L2 <= 1e-2 (out), 2e-2 (grads);
 3. torch.compile of a function calling vs_sparse_attention (custom op) equals eager (rel 1e-2)
    where torch has torch.library.custom_op;
-4. CUDA tensors of the wrong dtype raise ValueError.
+4. CUDA tensors of the wrong dtype raise ValueError;
+5. estimate_select into reused outputs (filled with garbage) equals a fresh call element for
+   element, -1 past each row's count included.
 """
 import math
 import os
@@ -111,6 +113,22 @@ def compiled(checks, gen):
         checks.bound(f"torch.compile(fullgraph) {name} vs eager", rel(torch, results[1][i], results[0][i]), 1e-2)
 
 
+def estimate_into_reused_outputs(checks, gen):
+    q, k, _, _ = structured_qkv(torch, gen, 1, 4, 2, 3000, 128, torch.float64)
+    q_last = q[:, :, -64:].to(torch.bfloat16).cuda().contiguous()
+    kg = k.to(torch.bfloat16).cuda()
+    lib = sparsering.load_kernels()
+    fresh = lib.estimate_select(q_last, kg, 0.9, 512)
+    reused = tuple(torch.full_like(t, 12345) for t in fresh)
+    got = lib.estimate_select(q_last, kg, 0.9, 512, out=reused)
+    checks.true("estimate_select returns the out tensors", all(a is b for a, b in zip(got, reused)))
+    checks.true("estimate_select into reused outputs equals a fresh call",
+                all(torch.equal(a, b) for a, b in zip(fresh, reused)))
+    counts, keys = fresh[0].cpu(), fresh[1].cpu()
+    padded = all(bool((keys[r, int(counts[r]):] == -1).all()) for r in range(keys.shape[0]))
+    checks.true("estimate_select pads with -1 past each row's count", padded)
+
+
 def main():
     seed = test_seed("gpu_test")
     gen = torch.Generator().manual_seed(seed)
@@ -120,6 +138,7 @@ def main():
     cpu_vs_gpu(checks, gen, 777, 2, 2, 128, 64, 0.8)
     against_sdpa(checks, gen, 4096, 8, 2, 128)
     against_sdpa(checks, gen, 3000, 4, 4, 64)
+    estimate_into_reused_outputs(checks, gen)
     try:
         compiled(checks, gen)
     except Exception as error:  # pylint: disable=broad-except

@@ -63,7 +63,8 @@ typedef struct sr_index sr_index;
 /* Single-rank pattern estimation and selection (the rank holds all N keys): the last `last_q`
  * queries q_last (B, Hq, last_q, D) score k (B, Hkv, N, D); per row the verticals and slashes
  * reaching `recall` of their mass (at most `capacity`) are written ascending into
- * vertical_keys / slash_offsets (B*Hq, capacity) with their counts (B*Hq). Asynchronous. */
+ * vertical_keys / slash_offsets (B*Hq, capacity), -1 past each row's count, with their counts
+ * (B*Hq): every element is written, so outputs can be reused without a fill. Asynchronous. */
 int sr_estimate_select(int32_t batch, int32_t q_heads, int32_t kv_heads, int32_t head_dim, int64_t seq_len,
                        int32_t last_q, float softmax_scale, const void* q_last, const void* k, double recall,
                        int32_t capacity, int32_t* vertical_count, int32_t* vertical_keys, int32_t* slash_count,

@@ -24,6 +24,7 @@
 // Tested against the CPU references in tests/kernels_gpu/estimate_pattern_test.cpp.
 #include "kernels/cuda/estimate_pattern.hpp"
 
+#include <cfloat>
 #include <cmath>
 #include <type_traits>
 
@@ -85,9 +86,10 @@ void check_estimate(const EstimateParams& p, bool pass2) {
           " must be in [1, ", layout.seq_len_tokens(), "]");
   require(shape.kv_len == layout.local_len(), "shape.kv_len = ", shape.kv_len, " must equal the layout's local length ",
           layout.local_len());
-  // > 0: the passes take a row's maximum of raw scores as the maximum of scaled ones.
-  require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.0f, "softmax_scale must be finite and > 0, got ",
-          p.softmax_scale);
+  // > 0: the passes take a row's maximum of raw scores as the maximum of scaled ones; normal, so
+  // that the scale does not flush to 0 on the GPU (0 x -inf would be NaN).
+  require(std::isfinite(p.softmax_scale) && p.softmax_scale >= FLT_MIN,
+          "softmax_scale must be finite and >= FLT_MIN (a positive normal float), got ", p.softmax_scale);
   require(int64_t{shape.batch} * shape.q_heads <= 65535, "batch x q_heads must be <= 65535, got ",
           int64_t{shape.batch} * shape.q_heads);
   check_device_pointer(p.q_last, 16, "q_last");
@@ -474,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
     } else {
       cuda::cp_async_wait<0>();
     }
-    __syncthreads();  // (A) queries (and at a chunk start the keys) landed; bins zeroed
+    __syncthreads();  // (A) queries (and at a chunk start the keys) landed; diagonal totals read
     keys_newest = false;
     if (chunk_start) {
       const int key0 = warp * kP2KeysPerWarp;

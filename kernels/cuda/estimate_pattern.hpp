@@ -16,7 +16,7 @@ namespace sparsering {
 /// Pass 1: row_max / row_sum of this shard (a query that sees no key of the shard gets
 /// (-inf, 0)). Preconditions (checked, InputError): head_dim 64 or 128, Hq a multiple of Hkv,
 /// 1 <= last_q (shape.q_len) <= N, kv_len == the layout's local length, N < 2^31, finite
-/// softmax_scale > 0, non-null 16-byte aligned inputs.
+/// softmax_scale >= FLT_MIN, non-null 16-byte aligned inputs.
 void launch_estimate_pattern_pass1(const EstimateParams& params, cudaStream_t stream);
 
 /// Folds another shard's statistics into (row_max, row_sum), element-wise over `rows` entries:

@@ -202,8 +202,9 @@ class SparseringKernels:
         """Pattern estimation + recall selection on the GPU for one rank holding all keys.
         Returns (vertical_count, vertical_keys, slash_count, slash_offsets) int32 CUDA tensors,
         (rows,) and (rows, capacity), kept entries ascending and -1 past each row's count. The
-        kernels write every element, so `out` (four such tensors, e.g. a previous call's) is
-        filled in place: a training step allocates its kept sets once."""
+        kernels write every element, so `out` (four such tensors on q_last's device, e.g. a
+        previous call's) is filled in place: a training step allocates its kept sets once. The
+        four tensors a call allocates are views of one buffer."""
         b, hq, last_q, d = q_last.shape
         _, hkv, n, _ = k.shape
         self._tensor(q_last, "q_last", torch.bfloat16, q_last.shape)
@@ -221,6 +222,8 @@ class SparseringKernels:
             for name, t, shape in (("vertical_count", out[0], (rows,)), ("vertical_keys", out[1], (rows, capacity)),
                                    ("slash_count", out[2], (rows,)), ("slash_offsets", out[3], (rows, capacity))):
                 self._tensor(t, f"out {name}", torch.int32, shape)
+                if t.device != q_last.device:
+                    raise ValueError(f"out {name} is on {t.device}, q_last on {q_last.device}")
         self._check(self._lib.sr_estimate_select(b, hq, hkv, d, n, last_q, scale, q_last.data_ptr(), k.data_ptr(), recall,
                                                  capacity, *(t.data_ptr() for t in out), self._stream()))
         return tuple(out)

@@ -173,7 +173,8 @@ SimNs estimate_time_ns(const RooflineAssumptions& assumptions, int64_t heads, in
       local_tokens == 0 || last_q == 0
           ? 0.0
           : assumptions.estimate_launch_us + assumptions.estimate_per_head_ktoken_us *
-                                                 head_ktokens(heads, local_tokens) * static_cast<double>(last_q) / 64.0;
+                                                 head_ktokens(heads, local_tokens) *
+                                                 static_cast<double>((last_q + 63) / 64);
   const double select_us =
       assumptions.select_launch_us + assumptions.select_per_head_ktoken_us * head_ktokens(heads, seq_tokens);
   return ns_from_us(passes_us + select_us);

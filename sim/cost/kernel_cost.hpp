@@ -65,7 +65,8 @@ struct RooflineAssumptions {
   /// launch + per head-ktoken x query heads x tokens / 1024. Defaults: the H200 measurements in
   /// docs/PERF.md ("Index preparation: estimation by staged diagonals": 16 query heads, head dim
   /// 128, 128K and 256K tokens).
-  ///  - estimation's two passes over the rank's keys, for last_q queries (scaled by last_q / 64);
+  ///  - estimation's two passes over the rank's keys, for last_q queries (scaled by the number of
+  ///    64-query tiles, ceil(last_q / 64): the kernels work in whole tiles);
   double estimate_launch_us = 40.0;
   double estimate_per_head_ktoken_us = 0.162;
   ///  - the recall selection over the sequence's masses (every rank selects from all N entries);

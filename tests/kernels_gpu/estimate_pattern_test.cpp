@@ -197,6 +197,8 @@ TEST(EstimatePatternGpu, RejectsBadShapes) {
   EXPECT_THROW(launch_estimate_pattern_pass1(params, nullptr), InputError);  // the scale must be > 0
   params.softmax_scale = -0.1f;
   EXPECT_THROW(launch_estimate_pattern_pass2(params, nullptr), InputError);
+  params.softmax_scale = 1e-40f;  // subnormal: 0 on the GPU
+  EXPECT_THROW(launch_estimate_pattern_pass1(params, nullptr), InputError);
 }
 
 }  // namespace

@@ -310,7 +310,7 @@ TEST(CostModelTest, IndexBuildTime) {
 }
 
 TEST(CostModelTest, EstimateTime) {
-  // Passes: launch + per head-ktoken x heads x local tokens / 1024 x last_q / 64; selection:
+  // Passes: launch + per head-ktoken x heads x local tokens / 1024 x ceil(last_q / 64); selection:
   // launch + per head-ktoken x heads x sequence tokens / 1024.
   RooflineAssumptions a;
   a.estimate_launch_us = 40.0;
@@ -321,6 +321,8 @@ TEST(CostModelTest, EstimateTime) {
   // selection over 16384 tokens: 10 + 0.125 x 128 = 26 us.
   EXPECT_EQ(estimate_time_ns(a, 8, 4096, 16384, 128), 56000 + 26000);
   EXPECT_EQ(estimate_time_ns(a, 8, 4096, 16384, 64), 48000 + 26000);
+  EXPECT_EQ(estimate_time_ns(a, 8, 4096, 16384, 100), 56000 + 26000);  // two whole 64-query tiles
+  EXPECT_EQ(estimate_time_ns(a, 8, 4096, 16384, 1), 48000 + 26000);
   EXPECT_EQ(estimate_time_ns(a, 8, 0, 16384, 64), 26000);  // a rank without keys still selects
   EXPECT_EQ(estimate_time_ns(a, 0, 4096, 16384, 64), 0);
   // The defaults reproduce the H200 measurements (the same section: 16 heads, last_q 64, passes

@@ -667,6 +667,8 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
       }
       const PatternSet& patterns = *samples_[task.sample].patterns;
       const int64_t groups = head_groups_of(task);
+      require(patterns.heads % groups == 0, "head groups (", groups, ") must divide the query heads (", patterns.heads,
+              ")");
       const int64_t heads = patterns.heads / groups;
       const int64_t first = item.group < 0 ? 0 : item.group;
       const int64_t last = item.group < 0 ? groups : item.group + 1;

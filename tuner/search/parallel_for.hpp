@@ -15,9 +15,11 @@
 
 namespace sparsering {
 
-/// Runs body(i) for every i in [0, count) on min(threads, count) threads (threads < 1 means 1).
-template <typename Body>
-void parallel_for(int64_t count, int threads, const Body& body) {
+/// Runs body(state, i) for every i in [0, count) on min(threads, count) threads (threads < 1
+/// means 1), each thread with its own `state = make_state()` kept across the indices it takes
+/// (a cache that must not be rebuilt per index).
+template <typename MakeState, typename Body>
+void parallel_for_with_state(int64_t count, int threads, const MakeState& make_state, const Body& body) {
   if (count <= 0) return;
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, count));
   std::atomic<int64_t> next{0};
@@ -25,9 +27,10 @@ void parallel_for(int64_t count, int threads, const Body& body) {
   int64_t failed_index = -1;
   std::exception_ptr failure;
   const auto work = [&] {
+    auto state = make_state();
     for (int64_t i = next++; i < count; i = next++) {
       try {
-        body(i);
+        body(state, i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (failed_index < 0 || i < failed_index) {
@@ -47,6 +50,12 @@ void parallel_for(int64_t count, int threads, const Body& body) {
     for (std::thread& t : pool) t.join();
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+/// Runs body(i) for every i in [0, count) on min(threads, count) threads (threads < 1 means 1).
+template <typename Body>
+void parallel_for(int64_t count, int threads, const Body& body) {
+  parallel_for_with_state(count, threads, [] { return 0; }, [&](int, int64_t i) { body(i); });
 }
 
 }  // namespace sparsering

@@ -3,7 +3,6 @@
 #include "tuner/search/plan_search.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -649,37 +648,37 @@ void PlanSearch::count_layers(const std::vector<CountTask>& counts) {
   std::vector<std::vector<WorkMatrix>> item_work(items.size());
   std::vector<char> geometry_started(space.geometries.size(), 0);
   for (const CountTask& task : counts) geometry_started[static_cast<size_t>(task.geometry)] = started(task.geometry) ? 1 : 0;
-  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), items.size()));
-  std::atomic<size_t> next_item{0};
-  parallel_for(workers, workers, [&](int64_t) {
+  struct CounterCache {
     std::unique_ptr<BlockGeometry> geometry;  // the counter refers to it
     std::unique_ptr<WorkCounter> counter;
-    int32_t counter_geometry = -1;
-    for (size_t index = next_item++; index < items.size(); index = next_item++) {
-      const Item& item = items[index];
-      const CountTask& task = counts[item.task];
-      const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
-      if (counter_geometry != task.geometry) {
-        counter.reset();  // one counter's tables at a time
-        geometry = std::make_unique<BlockGeometry>(make_block_geometry(g.layout, g.block, g.block));
-        counter = std::make_unique<WorkCounter>(*geometry);
-        counter_geometry = task.geometry;
-      }
-      const PatternSet& patterns = *samples_[task.sample].patterns;
-      const int64_t groups = head_groups_of(task);
-      require(patterns.heads % groups == 0, "head groups (", groups, ") must divide the query heads (", patterns.heads,
-              ")");
-      const int64_t heads = patterns.heads / groups;
-      const int64_t first = item.group < 0 ? 0 : item.group;
-      const int64_t last = item.group < 0 ? groups : item.group + 1;
-      std::vector<WorkMatrix>& out = item_work[index];
-      out.assign(static_cast<size_t>(last - first), WorkMatrix(g.layout.ranks()));
-      for (int64_t group = first; group < last; ++group) {
-        count_head_group(*counter, patterns, task.layers[item.layer], group * heads, heads, patterns.kv_group,
-                         template_.micro_batch_sequences, out[static_cast<size_t>(group - first)]);
-      }
-    }
-  });
+    int32_t geometry_index = -1;
+  };
+  parallel_for_with_state(
+      static_cast<int64_t>(items.size()), threads_, [] { return CounterCache{}; },
+      [&](CounterCache& cache, int64_t index) {
+        const Item& item = items[static_cast<size_t>(index)];
+        const CountTask& task = counts[item.task];
+        const Geometry& g = space.geometries[static_cast<size_t>(task.geometry)];
+        if (cache.geometry_index != task.geometry) {
+          cache.counter.reset();  // one counter's tables at a time
+          cache.geometry = std::make_unique<BlockGeometry>(make_block_geometry(g.layout, g.block, g.block));
+          cache.counter = std::make_unique<WorkCounter>(*cache.geometry);
+          cache.geometry_index = task.geometry;
+        }
+        const PatternSet& patterns = *samples_[task.sample].patterns;
+        const int64_t groups = head_groups_of(task);
+        require(patterns.heads % groups == 0, "head groups (", groups, ") must divide the query heads (",
+                patterns.heads, ")");
+        const int64_t heads = patterns.heads / groups;
+        const int64_t first = item.group < 0 ? 0 : item.group;
+        const int64_t last = item.group < 0 ? groups : item.group + 1;
+        std::vector<WorkMatrix>& out = item_work[static_cast<size_t>(index)];
+        out.assign(static_cast<size_t>(last - first), WorkMatrix(g.layout.ranks()));
+        for (int64_t group = first; group < last; ++group) {
+          count_head_group(*cache.counter, patterns, task.layers[item.layer], group * heads, heads, patterns.kv_group,
+                           template_.micro_batch_sequences, out[static_cast<size_t>(group - first)]);
+        }
+      });
   std::vector<WorkSet> counted(counts.size());
   for (size_t k = 0; k < counts.size(); ++k) {
     WorkSet& work = counted[k];

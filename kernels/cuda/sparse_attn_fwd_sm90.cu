@@ -8,12 +8,12 @@
 //     engine (TMA, four copies per item issued by one thread), gathered vertical columns with
 //     cp.async by all 128 threads. A "full" mbarrier per stage counts the arrivals, the TMA bytes
 //     and the cp.async completions; an "empty" one tells the producer the consumers are done.
-//   consumers (warpgroups 1 and 2, 64 query rows each): S = Q K^T with wgmma m64n64k16 (Q and K
-//     from shared memory), online softmax, O += P V with wgmma m64nDk16 (P from registers: the S
-//     accumulator layout is the A-fragment layout; V from shared memory, MN-major). The next
-//     item's S = Q K^T is issued before this item's softmax, so the tensor cores work on it while
-//     the warps exponentiate. No CTA-wide barrier inside the loop: the two consumers drift apart
-//     and overlap each other's softmax with their MMAs.
+//   consumers (warpgroups 1 and 2, 64 query rows each): S = Q K^T with wgmma m64n64k16 (Q from
+//     registers, loaded once from the Q tile; K from shared memory), online softmax, O += P V
+//     with wgmma m64nDk16 (P from registers: the S accumulator layout is the A-fragment layout; V
+//     from shared memory, MN-major). The consumers take turns at the tensor cores: in its turn
+//     one issues S of item t+1 and P V of item t, then computes the softmax of item t+1 while
+//     those MMAs and the other consumer's run (named barriers hand the turn over).
 // At the end the step's (O, lse) merges into the running fp32 (out, lse) as in the sm_80 kernel.
 // Tested against sparse_attn_fwd_ref in tests/kernels_gpu/sparse_attn_fwd_test.cpp (both kernels).
 #include "kernels/cuda/sparse_attn_fwd_sm90.hpp"
@@ -73,18 +73,43 @@ using namespace cuda::sm90;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-/// S (64 x 64 per warpgroup) = Q K^T over the head dimension, 16 columns per wgmma; committed as
-/// one group, not waited for.
+/// A consumer's 64 query rows as the bf16 A fragments of the head dimension's k16 steps (the
+/// m16n8k16 A layout per warp), held in registers for the whole list: S = Q K^T then reads only
+/// K from shared memory (a quarter less shared-memory traffic per item than Q and K from there).
 template <int kHeadDim>
-__device__ __forceinline__ void issue_qk(float (&s)[32], uint32_t q_wg, uint32_t k_tile) {
+struct QFragments {
+  uint32_t a[kHeadDim / 16][4];
+};
+
+/// Loads this thread's Q fragments from the consumer's rows `q_wg` of the swizzled Q tile.
+template <int kHeadDim>
+__device__ __forceinline__ void load_q_fragments(QFragments<kHeadDim>& q, uint32_t q_wg) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int row = ((static_cast<int>(threadIdx.x) % 128) / 32) * 16 + lane / 4;  // and row + 8
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // columns 16 kk + 8 half + 2 (lane % 4), + 1
+      const uint32_t within = static_cast<uint32_t>((lane % 4) * 4);
+      const uint32_t top = q_wg + swizzled_offset(kCtaRows, row, 2 * kk + half) + within;
+      const uint32_t bottom = q_wg + swizzled_offset(kCtaRows, row + 8, 2 * kk + half) + within;
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(q.a[kk][2 * half + 0]) : "r"(top));
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(q.a[kk][2 * half + 1]) : "r"(bottom));
+    }
+  }
+}
+
+/// S (64 x 64 per warpgroup) = Q K^T over the head dimension, 16 columns per wgmma (Q from
+/// registers, K from shared memory, K-major); committed as one group, not waited for.
+template <int kHeadDim>
+__device__ __forceinline__ void issue_qk(float (&s)[32], const QFragments<kHeadDim>& q, uint32_t k_tile) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
     const uint32_t panel = static_cast<uint32_t>(kk / 4);
     const uint32_t column_bytes = static_cast<uint32_t>(kk % 4) * 32;
-    const uint64_t a = swizzled_descriptor(q_wg + panel * (kCtaRows * kSwizzleRowBytes) + column_bytes, 0);
     const uint64_t b = swizzled_descriptor(k_tile + panel * (kTileRows * kSwizzleRowBytes) + column_bytes, 0);
-    wgmma_m64n64k16_ss<0, 0>(s, a, b, kk > 0 ? 1 : 0);
+    wgmma_m64n64k16_rs<0>(s, q.a[kk], b, kk > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
@@ -195,48 +220,37 @@ struct SoftmaxState {
   int32_t q_global[2];
 };
 
-/// One item of a consumer: `s_cur` holds S of item t (complete); issues S of item t+1 into
-/// `s_next`, turns s_cur into P with the online softmax, issues O += P V, waits for both and
-/// releases the item's stage.
-template <int kHeadDim>
-__device__ __forceinline__ void consume_item(const CtaLayout<kHeadDim>& cta, int t, int n_items, uint32_t q_wg,
-                                             float scale_log2, float (&s_cur)[32], float (&s_next)[32],
-                                             SoftmaxState<kHeadDim>& st) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int s = t % kFwdStages;
-  if (t + 1 < n_items) {
-    const int s_next_stage = (t + 1) % kFwdStages;
-    mbarrier_wait(cta.full + 8 * s_next_stage, static_cast<uint32_t>(((t + 1) / kFwdStages) & 1));
-    fence_proxy_async_shared();  // cp.async-gathered tiles, for wgmma
-    issue_qk<kHeadDim>(s_next, q_wg, cta.k_stage(s_next_stage));
-  }
+/// The consumers take turns at the tensor cores (named barriers 2 and 3): in its turn a consumer
+/// issues its MMAs, then passes the turn and runs its softmax while the other's MMAs run.
+__device__ __forceinline__ void take_turn(int consumer) { named_barrier_sync(2 + consumer, kConsumers * 128); }
+__device__ __forceinline__ void pass_turn(int consumer) { named_barrier_arrive(2 + (1 - consumer), kConsumers * 128); }
 
-  // P is built in its own registers: writing the S accumulators while the next S = Q K^T is in
-  // flight would make ptxas serialize the wgmmas.
-  float pr[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) pr[i] = s_cur[i];
-  const cuda::ItemSlot& now = cta.slots[s];
-  if (now.masked != 0) {
+/// The online softmax of one item, in place: S (complete, no MMA in flight on it) becomes the
+/// item's probabilities, packed as bf16 A fragments into `pa`; the row maxima and sums move on to
+/// the item. The running output must then be scaled by `alpha` before the item's P V is added;
+/// returns whether any row of the warp needs that (the caller applies it once the previous P V
+/// has completed).
+template <int kHeadDim>
+__device__ __forceinline__ bool item_softmax(const cuda::ItemSlot& slot, float scale_log2, float (&s)[32],
+                                             uint32_t (&pa)[4][4], SoftmaxState<kHeadDim>& st, float (&alpha)[2]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (slot.masked != 0) {
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const int2 key = *reinterpret_cast<const int2*>(now.global + nt * 8 + (lane % 4) * 2);
-      if (st.q_global[0] < key.x) pr[4 * nt + 0] = -INFINITY;
-      if (st.q_global[0] < key.y) pr[4 * nt + 1] = -INFINITY;
-      if (st.q_global[1] < key.x) pr[4 * nt + 2] = -INFINITY;
-      if (st.q_global[1] < key.y) pr[4 * nt + 3] = -INFINITY;
+      const int2 key = *reinterpret_cast<const int2*>(slot.global + nt * 8 + (lane % 4) * 2);
+      if (st.q_global[0] < key.x) s[4 * nt + 0] = -INFINITY;
+      if (st.q_global[0] < key.y) s[4 * nt + 1] = -INFINITY;
+      if (st.q_global[1] < key.x) s[4 * nt + 2] = -INFINITY;
+      if (st.q_global[1] < key.y) s[4 * nt + 3] = -INFINITY;
     }
   }
-
-  // Online softmax (base 2, scaled); the output is rescaled only when a row maximum of the warp
-  // grew. O is not touched by an MMA in flight here: the previous item's P V was waited for.
   float tile_max[2];
   bool grew = false;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     float value = -INFINITY;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) value = fmaxf(value, fmaxf(pr[4 * nt + 2 * rr], pr[4 * nt + 2 * rr + 1]));
+    for (int nt = 0; nt < 8; ++nt) value = fmaxf(value, fmaxf(s[4 * nt + 2 * rr], s[4 * nt + 2 * rr + 1]));
     tile_max[rr] = cuda::quad_max(value) * scale_log2;
     grew = grew || tile_max[rr] > st.row_max[rr];
   }
@@ -245,39 +259,75 @@ __device__ __forceinline__ void consume_item(const CtaLayout<kHeadDim>& cta, int
   for (int rr = 0; rr < 2; ++rr) {
     const float new_max = fmaxf(st.row_max[rr], tile_max[rr]);
     const float base = new_max == -INFINITY ? 0.0f : new_max;
-    const float alpha = new_max == st.row_max[rr] ? 1.0f : cuda::fast_exp2(st.row_max[rr] - base);
+    alpha[rr] = new_max == st.row_max[rr] ? 1.0f : cuda::fast_exp2(st.row_max[rr] - base);
     st.row_max[rr] = new_max;
     float sum = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      pr[4 * nt + 2 * rr] = cuda::fast_exp2(fmaf(pr[4 * nt + 2 * rr], scale_log2, -base));
-      pr[4 * nt + 2 * rr + 1] = cuda::fast_exp2(fmaf(pr[4 * nt + 2 * rr + 1], scale_log2, -base));
-      sum += pr[4 * nt + 2 * rr] + pr[4 * nt + 2 * rr + 1];
+      s[4 * nt + 2 * rr] = cuda::fast_exp2(fmaf(s[4 * nt + 2 * rr], scale_log2, -base));
+      s[4 * nt + 2 * rr + 1] = cuda::fast_exp2(fmaf(s[4 * nt + 2 * rr + 1], scale_log2, -base));
+      sum += s[4 * nt + 2 * rr] + s[4 * nt + 2 * rr + 1];
     }
-    st.row_sum[rr] = st.row_sum[rr] * alpha + sum;
-    if (rescale) {
-#pragma unroll
-      for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-        st.o[4 * dt + 2 * rr] *= alpha;
-        st.o[4 * dt + 2 * rr + 1] *= alpha;
-      }
-    }
+    st.row_sum[rr] = st.row_sum[rr] * alpha[rr] + sum;
   }
-  uint32_t pa[4][4];
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    pa[kk][0] = cuda::pack_bf16x2(pr[8 * kk + 0], pr[8 * kk + 1]);
-    pa[kk][1] = cuda::pack_bf16x2(pr[8 * kk + 2], pr[8 * kk + 3]);
-    pa[kk][2] = cuda::pack_bf16x2(pr[8 * kk + 4], pr[8 * kk + 5]);
-    pa[kk][3] = cuda::pack_bf16x2(pr[8 * kk + 6], pr[8 * kk + 7]);
+    pa[kk][0] = cuda::pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = cuda::pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = cuda::pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = cuda::pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
   }
-  issue_pv<kHeadDim>(st.o, pa, cta.v_stage(s));
+  return rescale;
+}
+
+/// Scales the running output's two rows of this thread (before an item's P V is added).
+template <int kHeadDim>
+__device__ __forceinline__ void rescale_output(SoftmaxState<kHeadDim>& st, const float (&alpha)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      st.o[4 * dt + 2 * rr] *= alpha[rr];
+      st.o[4 * dt + 2 * rr + 1] *= alpha[rr];
+    }
+  }
+}
+
+/// One step of a consumer for item t, whose probabilities are in `p_cur` (and O already scaled
+/// for it): in its turn, issues S of item t+1 (when there is one) and O += P V of item t; after
+/// passing the turn, the softmax of item t+1 into `p_next` runs while both MMAs (and the other
+/// consumer's) do; then it waits for P V, releases item t's stage and scales O for item t+1.
+/// The last step of consumer 1 keeps the turn (consumer 0 takes no further one).
+template <int kHeadDim>
+__device__ __forceinline__ void consume_step(const CtaLayout<kHeadDim>& cta, int t, int n_items, int consumer,
+                                             const QFragments<kHeadDim>& q, float scale_log2, float (&s)[32],
+                                             uint32_t (&p_cur)[4][4], uint32_t (&p_next)[4][4],
+                                             SoftmaxState<kHeadDim>& st) {
+  const int stage = t % kFwdStages;
+  float alpha[2] = {1.0f, 1.0f};
+  bool rescale = false;
+  if (t + 1 < n_items) {
+    const int next_stage = (t + 1) % kFwdStages;
+    mbarrier_wait(cta.full + 8 * next_stage, static_cast<uint32_t>(((t + 1) / kFwdStages) & 1));
+    fence_proxy_async_shared();  // cp.async-gathered tiles, for wgmma
+    take_turn(consumer);
+    issue_qk<kHeadDim>(s, q, cta.k_stage(next_stage));
+    issue_pv<kHeadDim>(st.o, p_cur, cta.v_stage(stage));
+    pass_turn(consumer);
+    wgmma_wait<1>();  // S of item t+1; P V of item t may still run
+    fence_registers(s);
+    rescale = item_softmax<kHeadDim>(cta.slots[next_stage], scale_log2, s, p_next, st, alpha);
+  } else {
+    take_turn(consumer);
+    issue_pv<kHeadDim>(st.o, p_cur, cta.v_stage(stage));
+    if (consumer == 0) pass_turn(consumer);
+  }
   wgmma_wait<0>();
   fence_registers(st.o);
-  fence_registers(s_next);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) fence_registers(pa[kk]);
-  mbarrier_arrive(cta.empty + 8 * s);  // this thread is done with the stage and its slot
+  for (int kk = 0; kk < 4; ++kk) fence_registers(p_cur[kk]);
+  mbarrier_arrive(cta.empty + 8 * stage);  // this thread is done with the stage and its slot
+  if (rescale) rescale_output<kHeadDim>(st, alpha);
 }
 #endif
 
@@ -353,18 +403,27 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 #pragma unroll
   for (int i = 0; i < kHeadDim / 2; ++i) st.o[i] = 0.0f;
 
-  // S of item 0, then two items per iteration so the S buffers swap roles at compile time.
-  float s_a[32];
-  float s_b[32];
+  // Consumer 1 lets consumer 0 take the first turn. S and P of item 0, then two items per
+  // iteration so the P buffers swap roles at compile time.
+  if (consumer == 1) pass_turn(consumer);
+  float s[32];
+  uint32_t p_a[4][4];
+  uint32_t p_b[4][4];
   mbarrier_wait(cta.q_full, 0);
+  QFragments<kHeadDim> q;
+  load_q_fragments<kHeadDim>(q, q_wg);
   mbarrier_wait(cta.full, 0);
   fence_proxy_async_shared();
-  issue_qk<kHeadDim>(s_a, q_wg, cta.k_stage(0));
+  take_turn(consumer);
+  issue_qk<kHeadDim>(s, q, cta.k_stage(0));
+  pass_turn(consumer);
   wgmma_wait<0>();
-  fence_registers(s_a);
+  fence_registers(s);
+  float alpha0[2];
+  item_softmax<kHeadDim>(cta.slots[0], scale_log2, s, p_a, st, alpha0);  // O is still 0: nothing to scale
   for (int t = 0; t < n_items; t += 2) {
-    consume_item<kHeadDim>(cta, t, n_items, q_wg, scale_log2, s_a, s_b, st);
-    if (t + 1 < n_items) consume_item<kHeadDim>(cta, t + 1, n_items, q_wg, scale_log2, s_b, s_a, st);
+    consume_step<kHeadDim>(cta, t, n_items, consumer, q, scale_log2, s, p_a, p_b, st);
+    if (t + 1 < n_items) consume_step<kHeadDim>(cta, t + 1, n_items, consumer, q, scale_log2, s, p_b, p_a, st);
   }
 
   // Merge the step into the running (out, lse). Each quad owns one row; read lse before any lane

@@ -32,7 +32,15 @@ CASES=${CASES:-.}
 ITERATIONS=${ITERATIONS:-3}
 LAYER=${LAYER:-12}
 CALIBRATE=${CALIBRATE:-1}
-export SPARSERING_COMMIT=${SPARSERING_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+# The tree's commit, marked "+modified" when its tracked files differ from it (a device copy's git
+# metadata can be older than its files): give the right one as SPARSERING_COMMIT.
+tree_commit() {
+  local head
+  head=$(git rev-parse HEAD 2>/dev/null) || { echo unknown; return; }
+  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then head="$head+modified"; fi
+  echo "$head"
+}
+export SPARSERING_COMMIT=${SPARSERING_COMMIT:-$(tree_commit)}
 start=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
 stamp() { echo "[matrix $(( $(date +%s) - start ))s] $*"; }

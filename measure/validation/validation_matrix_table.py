@@ -62,6 +62,12 @@ def not_meaningful(doc):
     return doc.get("comparison_meaningful") is False or calibration.get("stale") is True
 
 
+def short_commit(commit):
+    """The commit's first 7 characters, keeping a "+modified" mark."""
+    head, mark, rest = commit.partition("+")
+    return head[:7] + mark + rest
+
+
 def pct(x, signed=False):
     return f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%"
 
@@ -70,7 +76,7 @@ def kind_table(kind, docs):
     lines = [f"#### {kind}", ""]
     first = docs[0]
     gpus = sorted(set(first["provenance"]["gpus"]))
-    commits = sorted({d["provenance"]["commit"][:7] for d in docs})
+    commits = sorted({short_commit(d["provenance"]["commit"]) for d in docs})
     lines.append(f"GPU {', '.join(gpus)}; CUDA runtime {first['provenance']['cuda_runtime']}; commit(s) "
                  f"{', '.join(commits)}; {first['iterations']} timed iterations per kernel, layer {first['layer']}; "
                  f"costs: {first['cost_source']}.")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests measure/validation/validation_matrix_table.py on hand-made validation.json files: the
-per-layer, pooled cell and busiest-rank statistics against hand-derived values, stale cases left out, and
---check accepting the table verbatim and refusing a page without it."""
+per-layer, pooled cell and busiest-rank statistics against hand-derived values, stale cases left out, the
+commits named (a "+modified" mark kept), and --check accepting the table verbatim and refusing a page
+without it."""
 import json
 import pathlib
 import subprocess
@@ -11,7 +12,7 @@ import tempfile
 SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "measure/validation/validation_matrix_table.py"
 
 
-def doc(fwd_error, bwd_error, cells_measured, cells_predicted, stale=False):
+def doc(fwd_error, bwd_error, cells_measured, cells_predicted, stale=False, commit="abcdef0123"):
     def pass_json(error):
         return {"error": error, "measured_ms": 10.0, "predicted_ms": 10.0 * (1 + error),
                 "measured_compute_us": cells_measured, "predicted_compute_us": cells_predicted,
@@ -19,7 +20,7 @@ def doc(fwd_error, bwd_error, cells_measured, cells_predicted, stale=False):
     d = {"forward": pass_json(fwd_error), "backward": pass_json(bwd_error), "dense": False, "layout": "zigzag",
          "seq_len_tokens": 131072, "ranks": 2, "ring_levels": [2], "iterations": 3, "layer": 12,
          "cost_source": "calibration (test)",
-         "provenance": {"gpus": ["GPU X"], "cuda_runtime": 13000, "commit": "abcdef0123"},
+         "provenance": {"gpus": ["GPU X"], "cuda_runtime": 13000, "commit": commit},
          "targets": {"layer_time_median_abs_error": 0.03, "layer_time_worst_abs_error": 0.06,
                      "cell_time_median_abs_error": 0.05}}
     if stale:  # as `validate` writes a comparison with a calibration of another kernel build
@@ -37,7 +38,8 @@ def main():
         root = pathlib.Path(tmp) / "matrix"
         cases = {
             "m01-3b-sparse-zigzag-128k-w2-flat-b64-r95-hp1": doc(0.01, -0.02, [100, 200, 0, 400], [101, 190, 0, 400]),
-            "m02-7b-dense-zigzag-128k-w2-flat-b128-hp2": doc(0.04, 0.05, [100, 100, 100, 100], [110, 100, 100, 100]),
+            "m02-7b-dense-zigzag-128k-w2-flat-b128-hp2": doc(0.04, 0.05, [100, 100, 100, 100], [110, 100, 100, 100],
+                                                             commit="0123456789ab+modified"),
             "m03-8b-sparse-zigzag-128k-w2-flat-b64-r90-hp1": doc(0.5, 0.5, [1, 1, 1, 1], [9, 9, 9, 9], stale=True),
         }
         for name, d in cases.items():
@@ -58,6 +60,8 @@ def main():
         assert "busiest rank's kernel time (fwd and bwd) median |error| 2.5%, worst 5.0% (m02 fwd)" in text, text
         assert "(stale calibration: not counted)" in text and "1 case(s) predicted from a calibration" in text, text
         assert "| Llama-3.1-8B |" in text and "| 128 | - | 2 |" in text, text
+        # Commits shortened to 7 characters; a tree that differed from its commit keeps its mark.
+        assert "commit(s) 0123456+modified, abcdef0;" in text, text
         page = pathlib.Path(tmp) / "page.md"
         page.write_text("# Page\n\n" + text + "\nmore\n")
         assert run(root, "--check", page).returncode == 0

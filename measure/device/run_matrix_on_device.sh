@@ -32,15 +32,9 @@ CASES=${CASES:-.}
 ITERATIONS=${ITERATIONS:-3}
 LAYER=${LAYER:-12}
 CALIBRATE=${CALIBRATE:-1}
-# The tree's commit, marked "+modified" when its tracked files differ from it (a device copy's git
-# metadata can be older than its files): give the right one as SPARSERING_COMMIT.
-tree_commit() {
-  local head
-  head=$(git rev-parse HEAD 2>/dev/null) || { echo unknown; return; }
-  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then head="$head+modified"; fi
-  echo "$head"
-}
-export SPARSERING_COMMIT=${SPARSERING_COMMIT:-$(tree_commit)}
+# SPARSERING_COMMIT (in the environment) names the tree's commit in every result; without it
+# `validate` records `git rev-parse HEAD`, marked "+modified" when the tracked files differ from it
+# (a device copy's git metadata can be older than its files).
 start=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
 stamp() { echo "[matrix $(( $(date +%s) - start ))s] $*"; }
@@ -56,7 +50,7 @@ GPU_CONFIG=configs/gpus/$KIND.yaml
 WORK=$PWD/$BUILD/matrix/$KIND
 RESULTS=$PWD/$BUILD/matrix-results/$KIND
 mkdir -p "$RESULTS" "$WORK/plans" "$WORK/logs"
-stamp "GPU: $gpu_name -> $GPU_CONFIG, predicted on $CLUSTER; commit $SPARSERING_COMMIT"
+stamp "GPU: $gpu_name -> $GPU_CONFIG, predicted on $CLUSTER; commit ${SPARSERING_COMMIT:-as validate finds it}"
 
 # 1-2. Build and calibrate. The calibration script builds `sparsering` in $BUILD.
 if [ "$CALIBRATE" = 1 ]; then

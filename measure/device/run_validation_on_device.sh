@@ -17,15 +17,10 @@ BUILD=${BUILD:-build-validation-device}
 ITERATIONS=${ITERATIONS:-3}
 LAYER=${LAYER:-12}
 CASES=${CASES:-.}
-# The tree's commit, marked "+modified" when its tracked files differ from it (a device copy's git
-# metadata can be older than its files): give the right one as SPARSERING_COMMIT.
-tree_commit() {
-  local head
-  head=$(git rev-parse HEAD 2>/dev/null) || { echo unknown; return; }
-  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then head="$head+modified"; fi
-  echo "$head"
-}
-export PYTHONUNBUFFERED=1 SPARSERING_COMMIT=${SPARSERING_COMMIT:-$(tree_commit)}
+# SPARSERING_COMMIT (in the environment) names the tree's commit in every result; without it
+# `validate` records `git rev-parse HEAD`, marked "+modified" when the tracked files differ from it
+# (a device copy's git metadata can be older than its files).
+export PYTHONUNBUFFERED=1
 start=$(date +%s)
 stamp() { echo "[validation $(( $(date +%s) - start ))s] $*"; }
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}

@@ -1,7 +1,9 @@
 # The identity of this build's kernels, computed at configure time from the sources listed in
 # kernels/cuda/kernel_build_sources.cmake, so CPU-only builds (simulate, tune) know it too:
-#   sha256:<SHA-256 of the lines "<SHA-256 of the file>  <path>\n", one per listed file, in order>
-# which is what `sha256sum <files> | sha256sum` prints from the source root. Sets
+#   sha256:<SHA-256 of the lines "<SHA-256 of the file's code>  <path>\n", one per listed file, in order>
+# where a file's code is its lines that are neither blank (spaces and tabs only) nor whole-line
+# comments (first non-blank characters "//"), each followed by a newline: a comment edit leaves
+# the identity, and so every calibration, as it is; any other edit moves it. Sets
 #   SPARSERING_KERNEL_BUILD              "sha256:<64 hex>"
 #   SPARSERING_KERNEL_BUILD_SOURCES      the listed paths
 #   SPARSERING_KERNEL_BUILD_SOURCES_CXX  the same as C++ string literals, one per line
@@ -16,7 +18,15 @@ foreach(path IN LISTS SPARSERING_KERNEL_BUILD_SOURCES)
   if(NOT EXISTS ${file})
     message(FATAL_ERROR "kernels/cuda/kernel_build_sources.cmake lists ${path}, which does not exist")
   endif()
-  file(SHA256 ${file} digest)
+  file(READ ${file} code)
+  if(NOT code MATCHES "\n$")
+    string(APPEND code "\n")
+  endif()
+  # Whole-line comments, then blank lines, go; the leading newline makes the first line a match too.
+  string(REGEX REPLACE "\n[ \t]*//[^\n]*" "" code "\n${code}")
+  string(REGEX REPLACE "\n([ \t]*\n)+" "\n" code "${code}")
+  string(SUBSTRING "${code}" 1 -1 code)
+  string(SHA256 digest "${code}")
   string(APPEND _sparsering_kernel_digests "${digest}  ${path}\n")
   string(APPEND SPARSERING_KERNEL_BUILD_SOURCES_CXX "    \"${path}\",\n")
   set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})

@@ -1,6 +1,7 @@
-// Tests of core/kernel_build.hpp: the compiled identity is the SHA-256 of the listed sources as
-// they are on disk (recomputed here with an independent SHA-256, tests/tuner_search/file_digest_test.cpp
-// checks it against FIPS 180-4 vectors), the committed manifest kernels/cuda/kernel_build.sha256
+// Tests of core/kernel_build.hpp: the compiled identity is the SHA-256 of the listed sources' code
+// (lines that are neither blank nor whole-line comments) as they are on disk (recomputed here with
+// an independent SHA-256, tests/tuner_search/file_digest_test.cpp checks it against FIPS 180-4
+// vectors), the committed manifest kernels/cuda/kernel_build.sha256
 // equals it (so a kernel edit without a manifest update fails here, saying to recalibrate), and the
 // list covers every file with device code the listed sources include.
 #include "core/kernel_build.hpp"
@@ -25,10 +26,24 @@ namespace fs = std::filesystem;
 
 const fs::path kRoot = SPARSERING_SOURCE_DIR;
 
-/// The identity as the documentation defines it: SHA-256 of "<file SHA-256>  <path>\n" lines.
+/// A file's code as the identity hashes it: its lines that are neither blank (spaces and tabs
+/// only) nor whole-line comments (first non-blank characters "//"), each followed by a newline.
+std::string code_of(const std::string& text) {
+  std::string code;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line.compare(first, 2, "//") == 0) continue;
+    code += line + "\n";
+  }
+  return code;
+}
+
+/// The identity as the documentation defines it: SHA-256 of "<SHA-256 of the file's code>  <path>\n" lines.
 std::string identity_of(const std::vector<std::string>& paths) {
   std::string lines;
-  for (const std::string& path : paths) lines += sha256_hex(read_file(kRoot / path)) + "  " + path + "\n";
+  for (const std::string& path : paths) lines += sha256_hex(code_of(read_file(kRoot / path))) + "  " + path + "\n";
   return "sha256:" + sha256_hex(lines);
 }
 
@@ -91,10 +106,20 @@ TEST(KernelBuild, IdentityHasTheDocumentedForm) {
 TEST(KernelBuild, CompiledIdentityIsTheHashOfTheSourcesOnDisk) {
   EXPECT_EQ(this_kernel_build(), identity_of(listed_sources()))
       << "the binary's kernel identity is older than the kernel sources: re-run the configure step";
-  // Every byte of every listed file counts: the identity of a shorter list differs.
+  // Every listed file counts: the identity of a shorter list differs.
   std::vector<std::string> fewer = listed_sources();
   fewer.pop_back();
   EXPECT_NE(identity_of(fewer), this_kernel_build());
+}
+
+TEST(KernelBuild, CommentsAndBlankLinesDoNotCountCodeDoes) {
+  const std::string code = "#include <x>\nint f() {\n  return 1;  // a trailing comment counts\n}\n";
+  EXPECT_EQ(code_of(code), code);
+  EXPECT_EQ(code_of("// header\n" + code + "\n  \t\n   /// doc\n"), code);
+  EXPECT_EQ(code_of("#include <x>\n\nint f() {\n  // why\n  return 1;  // a trailing comment counts\n}"), code);
+  EXPECT_NE(code_of("#include <x>\nint f() {\n  return 2;  // a trailing comment counts\n}\n"), code);
+  EXPECT_NE(code_of("#include <x>\nint f() {\n  return 1;  // another trailing comment\n}\n"), code);
+  EXPECT_EQ(code_of(""), "");
 }
 
 TEST(KernelBuild, ManifestMatchesTheSources) {

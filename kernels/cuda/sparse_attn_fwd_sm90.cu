@@ -12,8 +12,8 @@
 //     registers, loaded once from the Q tile; K from shared memory), online softmax, O += P V
 //     with wgmma m64nDk16 (P from registers: the S accumulator layout is the A-fragment layout; V
 //     from shared memory, MN-major). The consumers take turns at the tensor cores: in its turn
-//     one issues S of item t+1 and P V of item t, then computes the softmax of item t+1 while
-//     those MMAs and the other consumer's run (named barriers hand the turn over).
+//     one issues S of item t+1 and P V of item t, waits for S, then computes the softmax of item
+//     t+1 while P V and the other consumer's MMAs run (named barriers hand the turn over).
 // At the end the step's (O, lse) merges into the running fp32 (out, lse) as in the sm_80 kernel.
 // Tested against sparse_attn_fwd_ref in tests/kernels_gpu/sparse_attn_fwd_test.cpp (both kernels).
 #include "kernels/cuda/sparse_attn_fwd_sm90.hpp"
@@ -41,8 +41,8 @@ constexpr int kCtaRows = kConsumers * kTileRows;
 constexpr int kProducerThreads = 128;
 /// K/V stages in flight (each one item: 64 keys of K and V, and its slot).
 constexpr int kFwdStages = 4;
-/// Registers per thread after reallocation: the producer needs few, the consumers hold S twice,
-/// P and O. (56 + 2 x 224) x 128 <= 64K.
+/// Registers per thread after reallocation: the producer needs few, the consumers hold Q, S, two
+/// P buffers and O. (56 + 2 x 224) x 128 <= 64K.
 constexpr int kProducerRegisters = 56;
 constexpr int kConsumerRegisters = 224;
 
@@ -295,8 +295,9 @@ __device__ __forceinline__ void rescale_output(SoftmaxState<kHeadDim>& st, const
 
 /// One step of a consumer for item t, whose probabilities are in `p_cur` (and O already scaled
 /// for it): in its turn, issues S of item t+1 (when there is one) and O += P V of item t; after
-/// passing the turn, the softmax of item t+1 into `p_next` runs while both MMAs (and the other
-/// consumer's) do; then it waits for P V, releases item t's stage and scales O for item t+1.
+/// passing the turn it waits for S, and the softmax of item t+1 into `p_next` runs while P V (and
+/// the other consumer's MMAs) do; then it waits for P V, releases item t's stage and scales O for
+/// item t+1.
 /// The last step of consumer 1 keeps the turn (consumer 0 takes no further one).
 template <int kHeadDim>
 __device__ __forceinline__ void consume_step(const CtaLayout<kHeadDim>& cta, int t, int n_items, int consumer,

@@ -1,7 +1,7 @@
 // Strong rank types of the ring runtime: a GlobalRank is a GPU of the job (NCCL rank, the
 // plan's ring_order entries), a RingRank is a position 0..W-1 in the context-parallel ring (the
 // rank the token layout deals chunks to). Distinct types with explicit conversion only, so a
-// peer or broadcast root can never be a ring position by mistake (docs/method.md section 6, defect 4).
+// peer or broadcast root can never be a ring position by mistake (docs/algorithm.md section 6, defect 4).
 // Tested in tests/ring/ring_topology_test.cpp.
 #pragma once
 

@@ -88,7 +88,7 @@ struct AttnBwdDeltaParams {
   float* delta = nullptr;           ///< (B, Hq, Sq) written
 };
 
-/// Vertical-slash pattern estimation (docs/method.md section 2) on one key shard. The last `last_q`
+/// Vertical-slash pattern estimation (docs/algorithm.md section 2) on one key shard. The last `last_q`
 /// queries of the sequence (global positions N-last_q .. N-1) score this shard's keys; the causal
 /// mask applies (key global position <= query global position). Two passes so shards combine:
 ///   pass 1 (row statistics): row_max, row_sum of exp(score - row_max) over this shard's keys

@@ -1,5 +1,5 @@
 // The compressed sparse index that one rank's attention kernel runs over at one ring step
-// (docs/method.md section 3). O(kept tiles + kept columns), never a dense block mask.
+// (docs/algorithm.md section 3). O(kept tiles + kept columns), never a dense block mask.
 //
 // Semantics (the contract shared by the index builder, the kernels, the CPU references and the
 // simulator's work counting): for query slice `row` = (batch b, query head h) -> b * q_heads + h,

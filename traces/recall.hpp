@@ -1,5 +1,5 @@
 // Recall selection: turns a head's mass-sorted candidates into the kept verticals and slashes for a
-// recall target p (docs/method.md section 2, step 4), offline, from a trace.
+// recall target p (docs/algorithm.md section 2, step 4), offline, from a trace.
 //
 // Semantics, for one (sample, layer, head) and one kind (verticals or slashes) separately:
 //   m_0 >= m_1 >= ... >= m_{n-1}  the masses of the n real (non-pad) candidates,

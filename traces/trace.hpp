@@ -16,7 +16,7 @@ namespace sparsering {
 struct TraceMetadata {
   std::string model;               ///< model config name, e.g. "qwen2.5-3b"
   std::string source = "synthetic";///< "synthetic" or "captured"
-  int64_t last_q = 64;             ///< queries the estimator scored (docs/method.md section 2)
+  int64_t last_q = 64;             ///< queries the estimator scored (docs/algorithm.md section 2)
   int64_t block_q = 64;            ///< estimator's query block size (tokens)
   int64_t block_k = 64;            ///< estimator's key block size (tokens)
   std::map<std::string, std::string> provenance;  ///< free-form: seed, generator, command, date

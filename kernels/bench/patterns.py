@@ -1,7 +1,7 @@
 """Synthetic vertical-slash patterns and their sparse index, in numpy, for the GPU benchmark.
 
 Patterns are "Qwen2.5-3B-like": each head takes a (vertical, slash) budget type with the
-frequencies of MInference's published Qwen2.5-3B search (docs/method.md section 2), from which it
+frequencies of MInference's published Qwen2.5-3B search (docs/algorithm.md section 2), from which it
 draws estimated masses the way pass 2 of the estimation would report them (a sink column and a
 Zipf tail of content columns; a decaying local window plus a few distant diagonals). Top-p
 selection at a recall target (0.90, 0.95), capped at 4096, then gives the kept sets, so budgets

@@ -1,4 +1,4 @@
-// Launchers of the vertical-slash pattern estimation (docs/method.md section 2) on one key shard:
+// Launchers of the vertical-slash pattern estimation (docs/algorithm.md section 2) on one key shard:
 // pass 1 (per-query row statistics), the statistics combine across shards, pass 2 (vertical and
 // slash mass). Semantics: EstimateParams in kernels/attention_params.hpp; CPU oracles:
 // estimate_pattern_pass1_ref / _combine_ref / _pass2_ref. Tested in

@@ -1,4 +1,4 @@
-// CPU reference of the vertical-slash pattern estimation (docs/method.md section 2; the oracle of the
+// CPU reference of the vertical-slash pattern estimation (docs/algorithm.md section 2; the oracle of the
 // estimate_pattern kernels): the last `last_q` queries of the sequence score one key shard with
 // the causal mask; pass 1 gives per-query row statistics, the shards' statistics are combined
 // (max, then rescaled sums: what the max- and sum-allreduce do across GPUs), and pass 2 adds each

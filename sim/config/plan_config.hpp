@@ -36,7 +36,7 @@ struct RingLevel {
   LinkKind link = LinkKind::nvlink; ///< slowest link its hops cross
 };
 
-/// Dynamic sparse attention settings (docs/method.md sections 2-3).
+/// Dynamic sparse attention settings (docs/algorithm.md sections 2-3).
 struct SparseSettings {
   bool enabled = true;          ///< false = dense ring attention
   int64_t block_q = 64;         ///< query block (tokens): 64, 128, 256 or 512 (core/kernel_support.hpp)

@@ -58,7 +58,7 @@ struct LaunchGeometry {
 struct RooflineAssumptions {
   double attention_efficiency = 0.4;    ///< achieved / peak bf16 rate on kept tiles
   double gather_slowdown = 2.0;         ///< a gathered vertical chunk costs this many tiles
-  double backward_flop_ratio = 2.5;     ///< backward FLOPs / forward FLOPs (docs/method.md section 3)
+  double backward_flop_ratio = 2.5;     ///< backward FLOPs / forward FLOPs (docs/algorithm.md section 3)
   double launch_us = 10.0;              ///< fixed cost per launch
   double gemm_efficiency = 0.6;         ///< dense GEMMs without a calibration
   /// Index preparation of one layer on one rank (docs/simulator.md section 2), three parts, each

@@ -11,7 +11,7 @@
 //   is computed and every forward of it has ended. For a flat ring (stride 1) that is the classic
 //   double buffer: chunk t waits for chunk t-2 to be released.
 //   Backward adds the fp32 dK/dV accumulators, routed one of two ways:
-//   - mirror (docs/method.md section 5, the default): the accumulators travel the K/V ring backwards at
+//   - mirror (docs/algorithm.md section 5, the default): the accumulators travel the K/V ring backwards at
 //     every level. Level k keeps one accumulator per position and level-k iteration (one pass of
 //     the levels below). The innermost level's accumulator of the chunk computed at step t leaves
 //     after compute(p, t) and after the incoming one arrived (inner digit >= 1) for the inner
@@ -46,7 +46,7 @@ enum class TransferKind : uint8_t {
 
 /// How the backward pass's dK/dV accumulators travel (see the file comment).
 enum class AccumulatorRoute : uint8_t {
-  mirror = 0,         ///< along the K/V ring at every level (docs/method.md section 5)
+  mirror = 0,         ///< along the K/V ring at every level (docs/algorithm.md section 5)
   direct_return = 1,  ///< innermost level, then straight to the owner after every inner cycle
 };
 

@@ -1,5 +1,5 @@
 // The kept sparse pattern of one attention head: which slash offsets and vertical key positions the
-// kernel computes (after recall selection, docs/method.md section 2). The work counter's input.
+// kernel computes (after recall selection, docs/algorithm.md section 2). The work counter's input.
 // Tested in tests/sim/work_counter_test.cpp.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Token layouts: every layout is a bijection, matches its closed form, and striped layouts give
-// every rank the same block diagonals at every ring step (docs/method.md section 4).
+// every rank the same block diagonals at every ring step (docs/algorithm.md section 4).
 #include "core/token_layout.hpp"
 
 #include <gtest/gtest.h>

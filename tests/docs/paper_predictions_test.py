@@ -146,7 +146,7 @@ ROWS = (
      "moves 129 GB/s"),
     ("attention compute of one forward ring step", "compute_step_ms", 0.51, "ms", "section 4.3", False,
      "our tiles alone come close; on top, every step reads and rewrites the fp32 running output of each (head, query "
-     "block) list, HBM-bound on the A100, where the reference keeps partial outputs in bf16 (docs/method.md "
+     "block) list, HBM-bound on the A100, where the reference keeps partial outputs in bf16 (docs/algorithm.md "
      "section 6); and the trace is synthetic"),
     ("forward ring pass of a layer, flat ring", "ring_forward_flat_ms", 30.89, "ms",
      "Figure 7: 31 x 0.98 + 0.51", False,

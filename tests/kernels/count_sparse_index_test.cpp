@@ -90,7 +90,7 @@ TEST(CountSparseIndex, EqualsMaterialisedIndex) {
   }
 }
 
-// Striped at G = block size (docs/method.md section 4): query block i of rank r is global block
+// Striped at G = block size (docs/algorithm.md section 4): query block i of rank r is global block
 // iW + r, so at step s every rank computes exactly the global block diagonals D = s (mod W). A
 // kept offset d touches diagonals floor(d/B) and ceil(d/B). On a kept diagonal D = mW + s a rank
 // r >= s has 32 - m tiles (i - j = m) and a rank r < s has 31 - m (i - j = m + 1): ranks differ by

@@ -1,7 +1,7 @@
 // Times one sparse attention layer on the GPUs of this host through the NCCL ring runtime and
 // prints a short table (medians over iterations, CUDA events): forward / backward wall, per-step
 // compute, exposed communication, shuffle and index build. Kept sets are synthetic, shaped like
-// the published Qwen2.5-3B budgets (docs/method.md section 2): sinks + ~1000 verticals, a local window
+// the published Qwen2.5-3B budgets (docs/algorithm.md section 2): sinks + ~1000 verticals, a local window
 // + ~2000 distant slashes per head. Run by kernels/bench/run_rings_on_device.sh.
 // Usage: ring_layer_bench [--tokens N] [--levels a,b] [--order g,g,...] [--layout striped|zigzag|contiguous]
 //                         [--q-heads H] [--kv-heads H] [--iterations I] [--label TEXT]

@@ -171,7 +171,7 @@ TEST(WorkCounterTest, DenseCausalClosedForm) {
 
 TEST(WorkCounterTest, StripedBlockDiagonalIdentity) {
   // Striped with G = block size: at step s every rank computes exactly the block diagonals
-  // Delta = s (mod W) (docs/method.md section 4). One kept offset d = 5B + 3 crosses the block
+  // Delta = s (mod W) (docs/algorithm.md section 4). One kept offset d = 5B + 3 crosses the block
   // diagonals floor(d/B) = 5 and ceil(d/B) = 6, which with W = 4 live at steps 1 and 2. At step s
   // rank r >= s holds chunk r - s and meets Delta as local diagonal i - j = (Delta - s) / W;
   // rank r < s holds chunk r - s + W and meets it as i - j = (Delta - s + W) / W. A local

@@ -33,7 +33,7 @@ TEST(SparsityPrior, ShippedPriorsLoad) {
 }
 
 TEST(SparsityPrior, QwenBudgetsMatchThePublishedCounts) {
-  // docs/method.md section 2: (1000, 6096) on 310 heads, (3500, 100) on 107, (30, 800) on 96,
+  // docs/algorithm.md section 2: (1000, 6096) on 310 heads, (3500, 100) on 107, (30, 800) on 96,
   // (100, 800) on 44, (500, 700) on 17 (and (100, 750) on the remaining 2).
   const SparsityPrior prior = load_sparsity_prior(kSparsity / "qwen2.5-3b.yaml");
   std::map<std::pair<int64_t, int64_t>, int> counts;

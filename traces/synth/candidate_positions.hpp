@@ -1,4 +1,4 @@
-// Where synthetic candidates sit (docs/method.md section 2): vertical candidates are attention sinks
+// Where synthetic candidates sit (docs/algorithm.md section 2): vertical candidates are attention sinks
 // plus heavy content keys (many at document starts of the packed sample, shared by the heads of a
 // KV group); slash candidates are a local window at offsets 0..w-1 plus clusters of distant
 // diagonals (RoPE's preferred offsets, periodic for some heads), ordered by a structural score

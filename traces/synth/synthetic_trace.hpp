@@ -1,4 +1,4 @@
-// Synthetic sparsity traces (docs/method.md section 2) for models and lengths nobody has captured yet.
+// Synthetic sparsity traces (docs/algorithm.md section 2) for models and lengths nobody has captured yet.
 //
 // Per (sample, layer, head) the generator draws vertical and slash candidates whose structure
 // follows what RoPE attention produces, and whose masses are shaped so that recall selection at

@@ -1,4 +1,4 @@
-// Synthetic kept patterns shaped like the published Qwen2.5-3B budgets (docs/method.md section 2:
+// Synthetic kept patterns shaped like the published Qwen2.5-3B budgets (docs/algorithm.md section 2:
 // 36 layers x 16 heads; (vertical, slash) budgets (1000, 6096) on 310 heads, (3500, 100) on 107,
 // (30, 800) on 96, (100, 800) on 44, (500, 700) on 17), for the simulator benchmarks.
 // Slashes: half the budget as the local window, the rest log-uniform over the sequence;

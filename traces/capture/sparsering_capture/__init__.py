@@ -1,6 +1,6 @@
 """Captures sparsering traces (docs/formats.md section 1) from real PyTorch models.
 
-The estimator of docs/method.md section 2 runs on the post-RoPE queries and keys of every layer: the
+The estimator of docs/algorithm.md section 2 runs on the post-RoPE queries and keys of every layer: the
 last `last_q` queries score all keys (causal softmax, computed in float64), and each key column's and each
 diagonal offset's summed probability becomes a candidate with its share of the mass. Layers are
 streamed to the trace file as they are captured, so memory stays bounded at 128K+ tokens.

@@ -1,4 +1,4 @@
-"""The vertical-slash estimator of docs/method.md section 2, in PyTorch, chunked over the keys.
+"""The vertical-slash estimator of docs/algorithm.md section 2, in PyTorch, chunked over the keys.
 
 The last T = last_q queries of a sequence of N tokens (global positions N-T .. N-1) score every
 key with the causal mask; softmax over each whole row; the probability of (query t, key m) is

@@ -42,6 +42,11 @@ struct SparseIndexView {
   const uint8_t* tile_masked = nullptr;
   const int32_t* column_offsets = nullptr;
   const int32_t* column_index = nullptr;
+  /// An upper bound on the index's tiles (tile_offsets[rows * q_blocks]), known to the host: the
+  /// size of tile_block. The backward sizes its transposed index by it, so it queues its work
+  /// without waiting for the GPU. 0: not known; the backward then reads the tile count from the
+  /// device, which synchronizes the stream once.
+  int64_t max_tiles = 0;
 };
 
 /// Sparse attention forward for one ring step, merged into a running fp32 output:

@@ -1,5 +1,7 @@
 #include "kernels/sparse_index.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "kernels/attention_params.hpp"
 
@@ -76,6 +78,7 @@ SparseIndexView host_view(const SparseIndex& index) {
   view.tile_masked = index.tile_masked.data();
   view.column_offsets = index.column_offsets.data();
   view.column_index = index.column_index.data();
+  view.max_tiles = std::max<int64_t>(1, static_cast<int64_t>(index.tile_block.size()));
   return view;
 }
 

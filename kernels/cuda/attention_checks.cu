@@ -36,6 +36,8 @@ void check_sparse_attention_problem(const AttentionShape& shape, const RingPosit
   require_supported(query_tiles_unsupported(shape.q_len, index.block_q, "shape.q_len"));
   require(index.rows <= 0 || (index.tile_offsets != nullptr && index.column_offsets != nullptr),
           "index.tile_offsets and index.column_offsets must be set");
+  require(index.max_tiles >= 0 && index.max_tiles < (int64_t{1} << 31), "index.max_tiles must be in [0, 2^31), got ",
+          index.max_tiles);
   const TokenLayout& layout = position.layout;
   require_supported(token_count_unsupported(layout.seq_len_tokens(), "position.layout.seq_len_tokens"));
   require(position.q_rank >= 0 && position.q_rank < layout.ranks(), "position.q_rank must be in [0, ", layout.ranks(),

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/attention_params.hpp"
@@ -66,6 +67,8 @@ struct DeviceSparseIndex {
     v.tile_masked = tile_masked.data();
     v.column_offsets = column_offsets.data();
     v.column_index = column_index.data();
+    // The last build's count once read, else the arrays' size (0 would mean "not known").
+    v.max_tiles = std::max<int64_t>(1, tiles >= 0 ? tiles : capacity.tiles);
     return v;
   }
 };

@@ -1,15 +1,18 @@
 // Transposition of the sparse tile index for the backward pass (see sparse_index_transpose.hpp):
-// device code, launcher. Every tile becomes one 64-bit key (segment << entry_bits | entry code);
-// a CUB radix sort over the used bits orders them by (segment, head, query block), and an
-// exclusive scan of per-segment counts gives the CSR offsets.
-// Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp.
+// device code, launcher. A counting sort that needs no host round trip. The lists of one KV
+// group are cut into chunks of consecutive lists; every (segment, chunk) pair gets a counter.
+//   1. count: each tile adds one to its (segment, chunk) counter;
+//   2. an exclusive scan over the counters in (segment, chunk) order gives every pair its first
+//      slot, and each segment's first slot is its CSR offset;
+//   3. fill: one CTA per (group, chunk) walks the chunk's lists in order and hands each tile the
+//      next slot of its (segment, chunk) pair.
+// Entries of a segment thus come in list order, which is ascending (head in group, query block):
+// the same order every run. Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp.
 #include "kernels/cuda/sparse_index_transpose.hpp"
 
-#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
-#include <bit>
 
 #include "common/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -18,35 +21,77 @@ namespace sparsering {
 namespace {
 
 constexpr int kTransposeThreads = 256;
+constexpr int kFillThreads = 128;
+/// Lists per chunk: at least this many, more when the counters would pass kMaxCounters.
+constexpr int64_t kMinChunkLists = 16;
+constexpr int64_t kMaxCounters = int64_t{1} << 22;
 
-/// One warp per (row, query block) list: writes each tile's packed key and counts its segment.
+/// Where lists and tiles go: list l = row * q_blocks + i with row = b * Hq + h, so the lists of
+/// KV group (b, hk) are the group_lists consecutive lists from group * group_lists.
+struct TransposeGeometry {
+  int32_t key_blocks = 0;
+  int32_t group_lists = 0;  ///< (Hq / Hkv) * q_blocks
+  int32_t chunk_lists = 0;
+  int32_t chunks = 0;       ///< per group: ceil(group_lists / chunk_lists)
+  int64_t max_tiles = 0;    ///< entries the output holds
+
+  __device__ int64_t counter(int64_t list, int32_t key_block) const {
+    const int64_t group = list / group_lists;
+    const int64_t chunk = (list % group_lists) / chunk_lists;
+    return (group * key_blocks + key_block) * chunks + chunk;
+  }
+};
+
+/// One warp per list: each tile adds one to its (segment, chunk) counter.
 __global__ void __launch_bounds__(kTransposeThreads)
-    sparse_index_transpose_keys_kernel(const SparseIndexView index, int32_t q_heads, int32_t group,
-                                       int32_t key_blocks, int entry_bits, uint64_t* keys, int32_t* counts) {
+    transpose_count_kernel(const SparseIndexView index, const TransposeGeometry g, int32_t* counters) {
   const int64_t list = (int64_t{blockIdx.x} * kTransposeThreads + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (list >= int64_t{index.rows} * index.q_blocks) return;
-  const int32_t row = static_cast<int32_t>(list / index.q_blocks);
-  const int32_t q_block = static_cast<int32_t>(list % index.q_blocks);
-  const int32_t b = row / q_heads;
-  const int32_t h = row % q_heads;
-  const int32_t kv_heads = q_heads / group;
-  const int64_t segment_base = (int64_t{b} * kv_heads + h / group) * key_blocks;
-  const uint64_t code_base = (uint64_t(h % group) * uint64_t(index.q_blocks) + uint64_t(q_block)) * 2u;
-  for (int32_t t = index.tile_offsets[list] + lane; t < index.tile_offsets[list + 1]; t += 32) {
-    const int64_t segment = segment_base + index.tile_block[t];
-    keys[t] = (uint64_t(segment) << entry_bits) | (code_base + (index.tile_masked[t] != 0 ? 1u : 0u));
-    atomicAdd(counts + segment, 1);
+  const int32_t end = min(index.tile_offsets[list + 1], static_cast<int32_t>(g.max_tiles));
+  for (int32_t t = index.tile_offsets[list] + lane; t < end; t += 32) atomicAdd(counters + g.counter(list, index.tile_block[t]), 1);
+}
+
+/// offsets[s] = first slot of (segment s, chunk 0); offsets[segments] = slots[segments * chunks] = tiles.
+__global__ void __launch_bounds__(kTransposeThreads)
+    transpose_offsets_kernel(const int32_t* slots, int64_t segments, int32_t chunks, int32_t* offsets) {
+  const int64_t s = int64_t{blockIdx.x} * kTransposeThreads + threadIdx.x;
+  if (s <= segments) offsets[s] = slots[s * chunks];
+}
+
+/// One CTA per (group, chunk): the chunk's lists one after another, each tile taking the next
+/// slot of its (segment, chunk) pair. A list holds a key block once, so within a list no two
+/// tiles share a pair; the barrier between lists keeps list order.
+__global__ void __launch_bounds__(kFillThreads)
+    transpose_fill_kernel(const SparseIndexView index, const TransposeGeometry g, int32_t* slots, int32_t* entries) {
+  const int64_t group = blockIdx.x / g.chunks;
+  const int32_t chunk = static_cast<int32_t>(blockIdx.x % g.chunks);
+  const int32_t first = chunk * g.chunk_lists;
+  const int32_t last = min(first + g.chunk_lists, g.group_lists);
+  for (int32_t in_group = first; in_group < last; ++in_group) {
+    const int64_t list = group * g.group_lists + in_group;
+    // Entry code (g * q_blocks + i) * 2 + masked: the list's place in its group, twice.
+    const int32_t code = in_group * 2;
+    const int32_t end = min(index.tile_offsets[list + 1], static_cast<int32_t>(g.max_tiles));
+    for (int32_t t = index.tile_offsets[list] + static_cast<int32_t>(threadIdx.x); t < end; t += kFillThreads) {
+      const int32_t slot = atomicAdd(slots + g.counter(list, index.tile_block[t]), 1);
+      if (slot < g.max_tiles) entries[slot] = code + (index.tile_masked[t] != 0 ? 1 : 0);
+    }
+    __syncthreads();
   }
 }
 
-__global__ void __launch_bounds__(kTransposeThreads)
-    sparse_index_transpose_entries_kernel(const uint64_t* sorted, int64_t tiles, uint64_t entry_mask, int32_t* entries) {
-  const int64_t t = int64_t{blockIdx.x} * kTransposeThreads + threadIdx.x;
-  if (t < tiles) entries[t] = static_cast<int32_t>(sorted[t] & entry_mask);
-}
-
 size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// The index's tile count read from the device, for a view that does not bound it.
+int64_t read_tile_count(const SparseIndexView& index, cudaStream_t stream) {
+  int32_t tiles = 0;
+  const int64_t lists = int64_t{index.rows} * index.q_blocks;
+  SPARSERING_CUDA_CHECK(cudaMemcpyAsync(&tiles, index.tile_offsets + lists, sizeof tiles, cudaMemcpyDeviceToHost, stream));
+  SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream));
+  require(tiles >= 0, "index.tile_offsets[last] must be >= 0, got ", tiles);
+  return tiles;
+}
 
 }  // namespace
 
@@ -55,55 +100,59 @@ TransposedIndex launch_sparse_index_transpose(const SparseIndexView& index, cons
   const int32_t group = shape.q_heads / shape.kv_heads;
   const int64_t key_blocks = (shape.kv_len + index.block_k - 1) / index.block_k;
   const int64_t segments = int64_t{shape.batch} * shape.kv_heads * key_blocks;
+  const int64_t group_lists = int64_t{group} * index.q_blocks;
   require(segments < (int64_t{1} << 31), "too many key blocks for the backward index: ", segments);
-  int32_t tiles32 = 0;
-  const int64_t lists = int64_t{index.rows} * index.q_blocks;
-  SPARSERING_CUDA_CHECK(cudaMemcpyAsync(&tiles32, index.tile_offsets + lists, sizeof tiles32, cudaMemcpyDeviceToHost, stream));
-  SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const int64_t tiles = tiles32;
-  require(tiles >= 0, "index.tile_offsets[last] must be >= 0, got ", tiles);
+  require(group_lists * 2 < (int64_t{1} << 31), "too many query blocks per KV group for the backward index: ",
+          group_lists);
+  require(index.max_tiles >= 0 && index.max_tiles < (int64_t{1} << 31),
+          "index.max_tiles must be in [0, 2^31), got ", index.max_tiles);
 
-  const int entry_bits = std::max(1, static_cast<int>(std::bit_width(uint64_t(group) * uint64_t(index.q_blocks) * 2u)));
-  const int segment_bits = std::max(1, static_cast<int>(std::bit_width(uint64_t(segments))));
-  require(entry_bits + segment_bits <= 64 && entry_bits <= 31, "backward index keys do not fit 64 bits (", entry_bits,
-          " + ", segment_bits, ")");
+  TransposeGeometry g;
+  g.key_blocks = static_cast<int32_t>(key_blocks);
+  g.group_lists = static_cast<int32_t>(group_lists);
+  int64_t chunk_lists = std::max<int64_t>(1, std::min(kMinChunkLists, group_lists));
+  while (chunk_lists < group_lists && segments * ((group_lists + chunk_lists - 1) / chunk_lists) > kMaxCounters) {
+    chunk_lists *= 2;
+  }
+  g.chunk_lists = static_cast<int32_t>(chunk_lists);
+  g.chunks = static_cast<int32_t>(std::max<int64_t>(1, (group_lists + chunk_lists - 1) / chunk_lists));
+  g.max_tiles = index.max_tiles > 0 ? index.max_tiles : read_tile_count(index, stream);
+  const int64_t counters = segments * g.chunks + 1;  // the last one stays 0: its slot is the total
 
-  size_t sort_bytes = 0;
   size_t scan_bytes = 0;
-  SPARSERING_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, static_cast<const uint64_t*>(nullptr),
-                                                       static_cast<uint64_t*>(nullptr), tiles, 0,
-                                                       entry_bits + segment_bits, stream));
   SPARSERING_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int32_t*>(nullptr),
-                                                      static_cast<int32_t*>(nullptr), segments + 1, stream));
-  const size_t keys_bytes = align_up(static_cast<size_t>(tiles) * 8);
-  const size_t counts_bytes = align_up(static_cast<size_t>(segments + 1) * 4);
-  const size_t entries_bytes = align_up(static_cast<size_t>(tiles) * 4);
-  const size_t temp_bytes = align_up(std::max(sort_bytes, scan_bytes));
-  // Layout: offsets | entries | keys | sorted keys | counts | cub temp. The view keeps the first two.
-  auto storage = std::make_unique<StreamBuffer>(counts_bytes + entries_bytes + 2 * keys_bytes + counts_bytes + temp_bytes,
-                                                stream);
+                                                      static_cast<int32_t*>(nullptr), counters, stream));
+  const size_t offsets_bytes = align_up(static_cast<size_t>(segments + 1) * 4);
+  const size_t entries_bytes = align_up(static_cast<size_t>(std::max<int64_t>(g.max_tiles, 1)) * 4);
+  const size_t counters_bytes = align_up(static_cast<size_t>(counters) * 4);
+  // Layout: offsets | entries | counters | slots | cub temp. The view keeps the first two.
+  auto storage = std::make_unique<StreamBuffer>(
+      offsets_bytes + entries_bytes + 2 * counters_bytes + align_up(scan_bytes), stream);
   unsigned char* base = storage->as<unsigned char>();
   int32_t* offsets = reinterpret_cast<int32_t*>(base);
-  int32_t* entries = reinterpret_cast<int32_t*>(base + counts_bytes);
-  uint64_t* keys = reinterpret_cast<uint64_t*>(base + counts_bytes + entries_bytes);
-  uint64_t* sorted = reinterpret_cast<uint64_t*>(base + counts_bytes + entries_bytes + keys_bytes);
-  int32_t* counts = reinterpret_cast<int32_t*>(base + counts_bytes + entries_bytes + 2 * keys_bytes);
-  void* temp = base + 2 * counts_bytes + entries_bytes + 2 * keys_bytes;
+  int32_t* entries = reinterpret_cast<int32_t*>(base + offsets_bytes);
+  int32_t* counts = reinterpret_cast<int32_t*>(base + offsets_bytes + entries_bytes);
+  int32_t* slots = reinterpret_cast<int32_t*>(base + offsets_bytes + entries_bytes + counters_bytes);
+  void* temp = base + offsets_bytes + entries_bytes + 2 * counters_bytes;
 
-  SPARSERING_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(segments + 1) * 4, stream));
-  if (tiles > 0) {
+  const int64_t lists = int64_t{index.rows} * index.q_blocks;
+  SPARSERING_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(counters) * 4, stream));
+  if (lists > 0) {
     const int64_t blocks = (lists * 32 + kTransposeThreads - 1) / kTransposeThreads;
-    sparse_index_transpose_keys_kernel<<<static_cast<unsigned>(blocks), kTransposeThreads, 0, stream>>>(
-        index, shape.q_heads, group, static_cast<int32_t>(key_blocks), entry_bits, keys, counts);
-    SPARSERING_CUDA_CHECK(cudaGetLastError());
-    SPARSERING_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp, sort_bytes, keys, sorted, tiles, 0,
-                                                         entry_bits + segment_bits, stream));
-    const int64_t entry_blocks = (tiles + kTransposeThreads - 1) / kTransposeThreads;
-    sparse_index_transpose_entries_kernel<<<static_cast<unsigned>(entry_blocks), kTransposeThreads, 0, stream>>>(
-        sorted, tiles, (uint64_t{1} << entry_bits) - 1, entries);
+    transpose_count_kernel<<<static_cast<unsigned>(blocks), kTransposeThreads, 0, stream>>>(index, g, counts);
     SPARSERING_CUDA_CHECK(cudaGetLastError());
   }
-  SPARSERING_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, segments + 1, stream));
+  SPARSERING_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, slots, counters, stream));
+  const int64_t offset_blocks = (segments + 1 + kTransposeThreads - 1) / kTransposeThreads;
+  transpose_offsets_kernel<<<static_cast<unsigned>(offset_blocks), kTransposeThreads, 0, stream>>>(
+      slots, segments, g.chunks, offsets);
+  SPARSERING_CUDA_CHECK(cudaGetLastError());
+  const int64_t fill_blocks = int64_t{shape.batch} * shape.kv_heads * g.chunks;
+  if (lists > 0 && fill_blocks > 0) {
+    require(fill_blocks < (int64_t{1} << 31), "too many list chunks for the backward index: ", fill_blocks);
+    transpose_fill_kernel<<<static_cast<unsigned>(fill_blocks), kFillThreads, 0, stream>>>(index, g, slots, entries);
+    SPARSERING_CUDA_CHECK(cudaGetLastError());
+  }
 
   TransposedIndex result;
   result.view.segments = static_cast<int32_t>(segments);

@@ -1,7 +1,8 @@
 // The transposed tile index the backward pass walks: for every (batch, KV head, key block) the
 // (query head of the group, query block, masked) entries whose tile list holds that key block,
-// sorted by (head, query block). Built on the GPU from the forward index with CUB (radix sort of
-// packed keys, scan of per-segment counts), in stream-ordered scratch memory. Deterministic.
+// sorted by (head, query block). Built on the GPU from the forward index by a counting sort (a CUB
+// scan of per-(segment, list chunk) counts), in stream-ordered scratch memory sized by the index's
+// host-known tile bound, so building it never waits for the GPU. Deterministic.
 // Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp against a host transposition.
 #pragma once
 
@@ -34,6 +35,8 @@ struct TransposedIndex {
 };
 
 /// Queues the transposition of `index` (device view, for `shape`) on `stream` and returns it.
+/// No host synchronization when index.max_tiles > 0 (tiles past that bound are left out); with
+/// max_tiles = 0 it reads the tile count from the device first (one synchronization).
 /// Preconditions: the index passed check_sparse_attention_problem for `shape`.
 TransposedIndex launch_sparse_index_transpose(const SparseIndexView& index, const AttentionShape& shape,
                                               cudaStream_t stream);

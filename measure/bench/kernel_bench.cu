@@ -74,6 +74,7 @@ struct DeviceIndex {
     view.tile_masked = tile_masked.data();
     view.column_offsets = column_offsets.data();
     view.column_index = column_index.data();
+    view.max_tiles = std::max<int64_t>(1, index.tiles());
   }
 };
 

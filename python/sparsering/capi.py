@@ -35,6 +35,7 @@ class _Problem(ctypes.Structure):
         ("softmax_scale", ctypes.c_float), ("block_q", ctypes.c_int32), ("block_k", ctypes.c_int32),
         ("q_blocks", ctypes.c_int32), ("tile_offsets", ctypes.c_void_p), ("tile_block", ctypes.c_void_p),
         ("tile_masked", ctypes.c_void_p), ("column_offsets", ctypes.c_void_p), ("column_index", ctypes.c_void_p),
+        ("max_tiles", ctypes.c_int64),
     ]
 
 
@@ -298,6 +299,7 @@ class SparseringKernels:
         p.tile_offsets, p.tile_block = index.tile_offsets.data_ptr(), index.tile_block.data_ptr()
         p.tile_masked = index.tile_masked.data_ptr()
         p.column_offsets, p.column_index = index.column_offsets.data_ptr(), index.column_index.data_ptr()
+        p.max_tiles = max(1, index.tile_block.numel())  # the backward then never waits for the GPU
         return p
 
     def sparse_attn_fwd(self, q, k, v, index: DeviceIndex, out, lse, position: RingPosition | None = None,

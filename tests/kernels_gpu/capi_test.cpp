@@ -48,6 +48,7 @@ TEST(KernelsCApi, RejectsBadProblemsWithNamedFields) {
       {"layout_kind", [](sr_attention_problem& p) { p.layout_kind = 7; }},
       {"softmax_scale", [](sr_attention_problem& p) { p.softmax_scale = -1.0f; }},
       {"ring size", [](sr_attention_problem& p) { p.ring_ranks = 0; }},
+      {"max_tiles", [](sr_attention_problem& p) { p.max_tiles = -1; }},
   };
   for (const Case& c : cases) {
     sr_attention_problem p = valid_problem();

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -63,6 +64,7 @@ class DeviceIndex {
     view.tile_masked = tile_masked_.data();
     view.column_offsets = column_offsets_.data();
     view.column_index = column_index_.data();
+    view.max_tiles = std::max<int64_t>(1, index_.tiles());
     return view;
   }
 

@@ -8,7 +8,8 @@
 //   rounds P and dS to bf16 for the tensor-core products, as FlashAttention-2 does).
 // Edge cases: rows that keep only themselves, verticals only (the column pass), GQA 1 / 2 / 8,
 // odd lengths, head dims 64 and 128, block_q / block_k 64 and 128, batch 2. Every case runs on
-// each backward kernel the device can run (mma_sync everywhere, wgmma on compute capability 9.0).
+// each backward kernel the device can run (mma_sync everywhere, wgmma on compute capability 9.0),
+// and two cases also captured into a CUDA graph (the backward never waits for the GPU).
 #include "kernels/cuda/sparse_attn_bwd.hpp"
 
 #include <gtest/gtest.h>
@@ -80,8 +81,35 @@ void expect_increment_close(const std::vector<float>& actual, const std::vector<
   EXPECT_LE(stats.max_abs, kGradMaxRel * stats.max_ref + 1e-6) << what << ": " << gpu_testing::describe(stats);
 }
 
+/// How a test queues the backward: straight onto the stream, or captured into a CUDA graph that
+/// is then launched (capture fails if the launch waits for the GPU: the backward must not).
+enum class Queued { on_stream, in_graph };
+
+void launch_backward(const SparseAttnBwdParams& params, cudaStream_t stream, BackwardKernel kernel, Queued queued) {
+  if (queued == Queued::on_stream) {
+    launch_sparse_attn_bwd(params, stream, kernel);
+    return;
+  }
+  cudaGraph_t graph = nullptr;
+  SPARSERING_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    launch_sparse_attn_bwd(params, stream, kernel);
+  } catch (...) {
+    (void)cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    throw;
+  }
+  SPARSERING_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  SPARSERING_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  SPARSERING_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SPARSERING_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SPARSERING_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 void check_backward_ring_with(std::mt19937_64& rng, const RingProblem& p, const std::string& where,
-                              BackwardKernel kernel) {
+                              BackwardKernel kernel, Queued queued = Queued::on_stream) {
   const RingForward forward = run_forward(p);
   const int32_t w = p.layout.ranks();
   const int64_t dim = p.shape.head_dim;
@@ -162,9 +190,10 @@ void check_backward_ring_with(std::mt19937_64& rng, const RingProblem& p, const 
       params.dq = d_dq.data();
       params.dk = d_dk.data();
       params.dv = d_dv.data();
-      launch_sparse_attn_bwd(params, stream.get(), kernel);
+      launch_backward(params, stream.get(), kernel, queued);
       stream.synchronize();
-      const std::string at = str(where, " [", backward_kernel_name(kernel), "] rank ", rank, " step ", step);
+      const std::string at = str(where, " [", backward_kernel_name(kernel), queued == Queued::in_graph ? ", graph" : "",
+                                 "] rank ", rank, " step ", step);
       expect_increment_close(d_dq.download(), dq, dq_before, at + " dq");
       expect_increment_close(d_dk.download(), dk, dk_start, at + " dk");
       expect_increment_close(d_dv.download(), dv, dv_start, at + " dv");
@@ -183,10 +212,11 @@ SparseAttnBwdParams first_step_params(const RingProblem& p) {
 }
 
 /// check_backward_ring_with for every backward kernel that can run the problem here.
-void check_backward_ring(std::mt19937_64& rng, const RingProblem& p, const std::string& where) {
+void check_backward_ring(std::mt19937_64& rng, const RingProblem& p, const std::string& where,
+                         Queued queued = Queued::on_stream) {
   for (const BackwardKernel kernel : {BackwardKernel::mma_sync, BackwardKernel::wgmma}) {
     if (!backward_kernel_unavailable(kernel, first_step_params(p)).empty()) continue;
-    check_backward_ring_with(rng, p, where, kernel);
+    check_backward_ring_with(rng, p, where, kernel, queued);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -246,6 +276,18 @@ TEST(SparseAttnBwdGpu, SelfOnlyVerticalsOnlyAndDense) {
     for (int64_t d = 0; d < n; ++d) row.slash_offsets.push_back(d);
     return row;
   });
+}
+
+TEST(SparseAttnBwdGpu, CapturedInACudaGraph) {
+  // A ring step's backward queues its work without waiting for the GPU, so a training step that
+  // captures it into a CUDA graph gets the same gradients.
+  SPARSERING_REQUIRE_GPU();
+  std::mt19937_64 rng = test_rng();
+  for (const BackwardCase& c : {BackwardCase{LayoutKind::zigzag, 2, 0, 768, 1, 8, 2, 128, 64, 64},
+                                BackwardCase{LayoutKind::striped, 2, 64, 640, 1, 4, 1, 64, 128, 128}}) {
+    check_backward_ring(rng, make_problem(rng, c), describe(c), Queued::in_graph);
+    if (HasFailure()) return;
+  }
 }
 
 TEST(SparseAttnBwdGpu, HopperRunsTheWgmmaKernel) {

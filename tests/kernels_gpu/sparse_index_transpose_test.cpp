@@ -1,7 +1,8 @@
 // GPU test of launch_sparse_index_transpose (kernels/cuda/sparse_index_transpose.cu) against a
 // plain host transposition of random indexes from build_sparse_index: every (batch, KV head,
 // key block) segment must list exactly the (head in group, query block, masked) entries whose
-// tile list holds that key block, in ascending (head, query block) order.
+// tile list holds that key block, in ascending (head, query block) order, whether the view bounds
+// its tiles exactly, loosely or not at all.
 #include "kernels/cuda/sparse_index_transpose.hpp"
 
 #include <gtest/gtest.h>
@@ -27,7 +28,9 @@ TEST(SparseIndexTransposeGpu, EqualsHostTransposition) {
   };
   for (const Case& c : {Case{LayoutKind::contiguous, 1, 0, 1000, 2, 8, 2, 64, 64},
                         Case{LayoutKind::striped, 4, 64, 2048, 1, 4, 1, 128, 64},
-                        Case{LayoutKind::zigzag, 2, 0, 600, 1, 3, 3, 64, 128}}) {
+                        Case{LayoutKind::zigzag, 2, 0, 600, 1, 3, 3, 64, 128},
+                        // 8 x 128 lists per KV group: many list chunks, and chunk edges inside a head.
+                        Case{LayoutKind::contiguous, 1, 0, 8192, 1, 8, 1, 64, 64}}) {
     const TokenLayout layout = make_token_layout(c.kind, c.n, c.ranks, c.granularity);
     AttentionShape shape;
     shape.batch = c.batch;
@@ -60,18 +63,24 @@ TEST(SparseIndexTransposeGpu, EqualsHostTransposition) {
 
     const DeviceIndex d_index(index);
     CudaStream stream;
-    const TransposedIndex transposed = launch_sparse_index_transpose(d_index.view(), shape, stream.get());
-    stream.synchronize();
-    ASSERT_EQ(transposed.view.segments, static_cast<int32_t>(expected.size()));
-    std::vector<int32_t> offsets(expected.size() + 1);
-    std::vector<int32_t> entries(static_cast<size_t>(std::max<int64_t>(1, index.tiles())));
-    SPARSERING_CUDA_CHECK(cudaMemcpy(offsets.data(), transposed.view.offsets, offsets.size() * 4, cudaMemcpyDeviceToHost));
-    SPARSERING_CUDA_CHECK(cudaMemcpy(entries.data(), transposed.view.entries, static_cast<size_t>(index.tiles()) * 4,
-                                     cudaMemcpyDeviceToHost));
-    ASSERT_EQ(offsets.back(), index.tiles());
-    for (size_t s = 0; s < expected.size(); ++s) {
-      const std::vector<int32_t> got(entries.begin() + offsets[s], entries.begin() + offsets[s + 1]);
-      ASSERT_EQ(got, expected[s]) << "segment " << s;
+    // The exact tile count, a loose bound, and no bound (the count is read from the device).
+    for (const int64_t max_tiles : {std::max<int64_t>(1, index.tiles()), 3 * index.tiles() + 7, int64_t{0}}) {
+      SparseIndexView view = d_index.view();
+      view.max_tiles = max_tiles;
+      const TransposedIndex transposed = launch_sparse_index_transpose(view, shape, stream.get());
+      stream.synchronize();
+      ASSERT_EQ(transposed.view.segments, static_cast<int32_t>(expected.size()));
+      std::vector<int32_t> offsets(expected.size() + 1);
+      std::vector<int32_t> entries(static_cast<size_t>(std::max<int64_t>(1, index.tiles())));
+      SPARSERING_CUDA_CHECK(cudaMemcpy(offsets.data(), transposed.view.offsets, offsets.size() * 4, cudaMemcpyDeviceToHost));
+      SPARSERING_CUDA_CHECK(cudaMemcpy(entries.data(), transposed.view.entries, static_cast<size_t>(index.tiles()) * 4,
+                                       cudaMemcpyDeviceToHost));
+      ASSERT_EQ(offsets.front(), 0);
+      ASSERT_EQ(offsets.back(), index.tiles()) << "max_tiles " << max_tiles;
+      for (size_t s = 0; s < expected.size(); ++s) {
+        const std::vector<int32_t> got(entries.begin() + offsets[s], entries.begin() + offsets[s + 1]);
+        ASSERT_EQ(got, expected[s]) << "segment " << s << ", max_tiles " << max_tiles;
+      }
     }
   }
 }

@@ -41,6 +41,8 @@ typedef struct sr_attention_problem {
   const uint8_t* tile_masked;      /* (tiles) */
   const int32_t* column_offsets;   /* (batch*q_heads*q_blocks + 1) */
   const int32_t* column_index;     /* (columns) */
+  int64_t max_tiles;               /* entries tile_block holds (a bound on tiles): the backward then
+                                    * never waits for the GPU; 0 = not known (it synchronizes once) */
 } sr_attention_problem;
 
 /* Forward of one ring step, merged into the running fp32 (out, lse). Start from out = 0,
@@ -99,7 +101,8 @@ int sr_build_index_into(int32_t rows, int32_t capacity, const int32_t* vertical_
  * (SR_INPUT_ERROR when they exceeded its capacity: that index must not be used). */
 int sr_index_read_counts(sr_index* index, void* stream);
 
-/* Points the index fields of `problem` (block_q, block_k, q_blocks and the five arrays) at `index`. */
+/* Points the index fields of `problem` (block_q, block_k, q_blocks, the five arrays and max_tiles)
+ * at `index`. */
 int sr_index_fill_problem(const sr_index* index, sr_attention_problem* problem);
 
 /* Tiles and vertical columns of an index. */

@@ -81,6 +81,7 @@ sparsering::SparseIndexView index_of(const sr_attention_problem& p) {
   index.tile_masked = p.tile_masked;
   index.column_offsets = p.column_offsets;
   index.column_index = p.column_index;
+  index.max_tiles = p.max_tiles;
   return index;
 }
 
@@ -244,6 +245,7 @@ SR_EXPORT int sr_index_fill_problem(const sr_index* index, sr_attention_problem*
     problem->tile_masked = view.tile_masked;
     problem->column_offsets = view.column_offsets;
     problem->column_index = view.column_index;
+    problem->max_tiles = view.max_tiles;
   });
 }
 

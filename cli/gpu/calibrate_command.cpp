@@ -18,6 +18,7 @@
 #include "cli/calibrate_command.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/source_commit.hpp"
 #include "measure/calibration/benchmark_plan.hpp"
 #include "measure/calibration/calibration_output.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
@@ -31,7 +32,6 @@
 #include "sim/config/link_calibration.hpp"
 #include "core/kernel_build.hpp"
 #include "sim/cost/kernel_cost.hpp"
-#include "sparsering/version.hpp"
 
 namespace sparsering::cli {
 namespace {
@@ -115,7 +115,7 @@ void run_calibrate_benchmarks(const CalibrateOptions& o, const GlobalOptions& gl
   cal.provenance.driver = info.driver;
   cal.provenance.cuda = info.cuda;
   cal.provenance.nccl = nccl_version_string();
-  cal.provenance.commit = kGitCommit;
+  cal.provenance.commit = current_commit();
   cal.provenance.date = utc_now();
   if (!same_gpu) run.notes.push_back(str("measured on \"", info.name, "\", the config describes \"", gpu.device_name, "\""));
   const auto progress = [&global](const std::string& line) {

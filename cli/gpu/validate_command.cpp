@@ -12,8 +12,6 @@
 // measure/device/run_validation_on_device.sh.
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,6 +22,7 @@
 #include "cli/gpu/gpu_commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/source_commit.hpp"
 #include "core/kernel_build.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "measure/replay/replay_compute_matrix.hpp"
@@ -81,28 +80,6 @@ MeasuredLayer read_recorded_measurement(const std::string& path, nlohmann::json&
     throw InputError(str("--measured ", path, ": ", error.what()));
   }
   return measured;
-}
-
-/// Standard output of a shell command ("" when it cannot run), without trailing newlines.
-std::string command_output(const char* command) {
-  std::string out;
-  if (FILE* pipe = popen(command, "r"); pipe != nullptr) {
-    std::array<char, 128> buffer{};
-    while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) out += buffer.data();
-    pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-/// The commit the binary runs from: SPARSERING_COMMIT if set, else `git rev-parse HEAD`, with
-/// "+modified" when the tracked files differ from it (an uncommitted edit, or a copy of the tree
-/// whose git metadata is older than its files).
-std::string current_commit() {
-  if (const char* env = std::getenv("SPARSERING_COMMIT"); env != nullptr && *env != '\0') return env;
-  const std::string head = command_output("git rev-parse HEAD 2>/dev/null");
-  if (head.empty()) return "unknown";
-  return command_output("git status --porcelain --untracked-files=no 2>/dev/null").empty() ? head : head + "+modified";
 }
 
 nlohmann::json provenance(const ValidateOptions& o, int32_t device_count, const std::string& command) {

@@ -37,6 +37,10 @@ struct KernelMeasurement {
   double min_us = 0.0;
   double max_us = 0.0;
   bool under_filled = false;    ///< under two waves of CTAs (kernel_calibration.hpp): kept out of the fit
+  /// Backward only: median time of its key-block pass alone (index transposition and key-block
+  /// kernel, measure/bench/kernel_bench.cu), where the Hopper backward lets it run alone; the
+  /// column pass is the rest. -1 when not measured (older records, the mma.sync backward).
+  double key_pass_us = -1.0;
   double predicted_us = 0.0;    ///< the fitted model of its shape and direction, filled after the fit
 };
 

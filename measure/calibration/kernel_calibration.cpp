@@ -311,6 +311,7 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
     m.column_lists = optional_integer("column_lists");
     m.column_items = optional_integer("column_items");
     m.columns = optional_integer("columns");
+    if (column.count("key_pass_us") == 1 && cell("key_pass_us") != "-1") m.key_pass_us = number("key_pass_us");
     result.push_back(m);
   }
   return result;

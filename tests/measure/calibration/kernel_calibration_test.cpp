@@ -75,6 +75,7 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   m.column_items = 13;
   m.columns = 14;
   m.key_block_stride = 4;
+  m.key_pass_us = 45.5;
   const std::vector<KernelMeasurement> back = parse_kernel_measurements_csv(kernel_measurements_csv({m, m}), "t.csv");
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].columns_per_list, 40);
@@ -87,14 +88,17 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   EXPECT_EQ(back[1].median_us, 123.25);
   EXPECT_EQ(back[1].placement, "banded");
   EXPECT_EQ(back[1].key_block_stride, 4);
+  EXPECT_EQ(back[1].key_pass_us, 45.5);
   EXPECT_TRUE(back[1].under_filled);
-  // Records written before strides have no such column: every key block.
+  // Records written before strides (and before the key-block pass was timed) have no such
+  // columns: every key block, and no pass time.
   for (const KernelMeasurement& k : parse_kernel_measurements_csv(
            read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/h200-kernels-443afdb3-random.csv"), "h200")) {
     ASSERT_EQ(k.key_block_stride, 1);
+    ASSERT_EQ(k.key_pass_us, -1.0);
   }
   std::string zero_stride = kernel_measurements_csv({m});
-  zero_stride.replace(zero_stride.rfind(",4\n"), 3, ",0\n");
+  zero_stride.replace(zero_stride.rfind(",4,45.5\n"), 8, ",0,45.5\n");
   test::expect_input_error([&] { parse_kernel_measurements_csv(zero_stride, "e.csv"); }, {"e.csv:2", "key_block_stride", ">= 1"});
   test::expect_input_error([] { parse_kernel_measurements_csv("", "e.csv"); }, {"e.csv", "header"});
   test::expect_input_error([] { parse_kernel_measurements_csv("direction,q_heads\nforward,1\n", "e.csv"); },

@@ -67,8 +67,9 @@ struct DeviceSparseIndex {
     v.tile_masked = tile_masked.data();
     v.column_offsets = column_offsets.data();
     v.column_index = column_index.data();
-    // The last build's count once read, else the arrays' size (0 would mean "not known").
-    v.max_tiles = std::max<int64_t>(1, tiles >= 0 ? tiles : capacity.tiles);
+    // The arrays' size, not the last build's count: a later build into the same arrays may hold
+    // more tiles, and a view (or a captured graph) may outlive the count it was taken with.
+    v.max_tiles = std::max<int64_t>(1, capacity.tiles);
     return v;
   }
 };

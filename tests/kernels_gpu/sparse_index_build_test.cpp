@@ -135,6 +135,9 @@ void check_build_case(const BuildCase& c, std::mt19937_64& rng, cudaStream_t str
         expect_equal(into, expected,
                      where + str(" (capacity bound, bitmap scratch limit ", options.max_bitmap_bytes,
                                  ", row table limit ", options.max_row_table_bytes, ")"));
+        // The view bounds the tiles by the arrays, not by this build's count: a later build into
+        // the same arrays (or a graph captured with this view) may hold more.
+        EXPECT_EQ(into.view().max_tiles, std::max<int64_t>(1, bound.tiles)) << where;
       }
       if (::testing::Test::HasFailure()) return;
     }

@@ -3,12 +3,12 @@
 // against predicted (docs/VALIDATION.md). Without --replay the plan's
 // context-parallel ring runs on the GPUs present through the NCCL ring runtime; with --replay one
 // GPU runs every virtual rank in turn (measure/replay/) and the simulator's schedule derives
-// the layer time from the measured compute matrix. --out DIR writes DIR/validation.json and
-// DIR/timeline.json atomically (never replacing files without --force). --measured FILE predicts
-// again and compares with the measurement recorded in an earlier validation.json (a replay's
-// compute matrices), without a GPU: how a changed cost model or calibration would have fared on
-// cases measured before (docs/VALIDATION.md). The callback only turns
-// flags into library calls; the library is tested in tests/measure/validation/ and on GPUs by
+// the layer time from the measured compute matrix. --out DIR writes DIR/validation.json,
+// DIR/timeline.json and DIR/cells.csv atomically (never replacing files without --force).
+// --measured FILE predicts again and compares with the measurement recorded in an earlier
+// validation.json (a replay's compute matrices), without a GPU: how a changed cost model or
+// calibration would have fared on cases measured before (docs/VALIDATION.md). The callback only
+// turns flags into library calls; the library is tested in tests/measure/validation/ and on GPUs by
 // measure/device/run_validation_on_device.sh.
 #include <cuda_runtime_api.h>
 
@@ -130,13 +130,15 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
   // Check the outputs before any long work, so a refusal costs nothing.
   std::filesystem::path json_path;
   std::filesystem::path timeline_path;
+  std::filesystem::path cells_path;
   if (!global.out.empty()) {
     const std::filesystem::path dir(global.out);
     require(!std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--out ", dir.string(),
             " exists and is not a folder");
     json_path = dir / "validation.json";
     timeline_path = dir / "timeline.json";
-    for (const auto& path : {json_path, timeline_path}) {
+    cells_path = dir / "cells.csv";
+    for (const auto& path : {json_path, timeline_path, cells_path}) {
       require(global.force || !std::filesystem::exists(path), path.string(), " already exists; pass --force to overwrite it");
     }
   }
@@ -213,17 +215,22 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
 
   if (!global.out.empty()) {
     std::filesystem::create_directories(global.out);
-    // Build both documents before writing either, so a failure leaves no half-written pair.
+    // Build every document before writing any, so a failure leaves no half-written set.
     const std::string json_text = document.dump(1) + "\n";
     const std::string timeline_text = measured_timeline_json(report, measured).dump() + "\n";
+    const std::string cells_text = validation_cells_csv(report);
     write_file_atomically(json_path, json_text, global.force);
     write_file_atomically(timeline_path, timeline_text, global.force);
+    write_file_atomically(cells_path, cells_text, global.force);
   }
   if (global.format == OutputFormat::json) {
     std::cout << document.dump(2) << '\n';
   } else {
     print_validation(std::cout, report);
-    if (!global.out.empty()) std::cout << "wrote " << json_path.string() << " and " << timeline_path.string() << "\n";
+    if (!global.out.empty()) {
+      std::cout << "wrote " << json_path.string() << ", " << timeline_path.string() << " and " << cells_path.string()
+                << "\n";
+    }
   }
 }
 
@@ -233,7 +240,8 @@ void add_validate_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<ValidateOptions>();
   auto* cmd = app.add_subcommand(
       "validate", "Run a plan's attention layer on GPUs and print measured against predicted "
-                  "(--replay: every virtual rank on one GPU; --out DIR writes validation.json and timeline.json)");
+                  "(--replay: every virtual rank on one GPU; --out DIR writes validation.json, timeline.json and "
+                  "cells.csv)");
   cmd->add_option("plan", options->plan_path, "Plan (configs/plans/<name>.yaml)")->required();
   cmd->add_option("--trace", options->trace_path, "Sparsity trace (.safetensors); default: the plan's `trace:`");
   cmd->add_option("--layer", options->layer, "Model layer whose patterns are run")->capture_default_str();

@@ -85,6 +85,9 @@ PassComparison compare_pass(const RingSchedule& schedule, const RingPassResult& 
   out.predicted_compute_us.reserve(cells);
   for (SimNs ns : pass.compute_ns) out.predicted_compute_us.push_back(ns_to_us(ns));
   out.measured_compute_us = measured.compute_us;
+  require(pass.cell_work.empty() || pass.cell_work.size() == cells, "the simulation kept ", pass.cell_work.size(),
+          " cell work counts for a ring of ", w);
+  out.cell_work = pass.cell_work;
   out.compute_error = summarize_errors(out.measured_compute_us, out.predicted_compute_us);
   out.predicted_step_us = step_times_us(pass.run);
   out.predicted_comm_us = comm_times_us(pass.run);
@@ -195,6 +198,9 @@ ValidationReport compare_layer(const ValidationProblem& problem, const Simulatio
   }
   report.measured_tiles = measured.tiles;
   report.measured_column_chunks = measured.column_chunks;
+  report.launch = predicted.launch;
+  report.block_q = problem.block_q;
+  report.head_dim = problem.shape.head_dim;
   report.forward = compare_pass(schedule, *forward, measured.forward, replay, false, route);
   report.backward = compare_pass(schedule, *backward, measured.backward, replay, true, route);
   report.layer_time_met = std::fabs(report.forward.error) <= kLayerTimeWorstTarget &&

@@ -48,6 +48,7 @@ struct PassComparison {
   bool backward = false;
   std::vector<double> predicted_compute_us;  ///< [p x W + t]
   std::vector<double> measured_compute_us;   ///< [p x W + t]
+  std::vector<WorkCounts> cell_work;         ///< [p x W + t]: the work the prediction costed (empty if not kept)
   ErrorSummary compute_error;                ///< cell by cell
   std::vector<double> predicted_step_us;     ///< per step: slowest position's step time
   std::vector<double> measured_step_us;      ///< per step (ring runs; empty for a replay)
@@ -86,6 +87,9 @@ struct ValidationReport {
   /// parallelism above 1 they are a part of predicted_work's.
   int64_t measured_tiles = 0;
   int64_t measured_column_chunks = 0;
+  LaunchGeometry launch;          ///< the shape of every cell's launch (sets its key blocks)
+  int32_t block_q = 0;            ///< the kernels' block shape and head dim (cells.csv)
+  int32_t head_dim = 0;
   PassComparison forward;
   PassComparison backward;
   bool layer_time_met = false;    ///< both |errors| <= kLayerTimeWorstTarget

@@ -2,7 +2,10 @@
 #include "measure/validation/validation_json.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <string>
+
+#include "common/error.hpp"
 
 #include "sim/core/sim_time.hpp"
 #include "sim/output/result_json.hpp"
@@ -132,6 +135,34 @@ nlohmann::json measured_timeline_json(const ValidationReport& report, const Meas
                                 "re-run with them; transfers from the link model"
                               : "measured on the ring's GPUs";
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", metadata}};
+}
+
+std::string validation_cells_csv(const ValidationReport& report) {
+  const auto w = static_cast<size_t>(report.ranks);
+  const int64_t key_blocks = report.launch.key_blocks();
+  std::ostringstream out;
+  // 9 significant digits keep every nanosecond of a cell up to one second.
+  out.precision(9);
+  out << "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
+         "columns,column_chunks,key_lists,column_lists,column_items,key_blocks,measured_us,predicted_us\n";
+  const LaunchGeometry& g = report.launch;
+  for (const PassComparison* pass : {&report.forward, &report.backward}) {
+    require(pass->cell_work.size() == w * w, "the ", pass->backward ? "backward" : "forward", " pass kept ",
+            pass->cell_work.size(), " cell work counts for a ring of ", w, " (simulate with keep_ring_records)");
+    for (size_t p = 0; p < w; ++p) {
+      for (size_t t = 0; t < w; ++t) {
+        const size_t k = p * w + t;
+        const WorkCounts& c = pass->cell_work[k];
+        out << (pass->backward ? "backward" : "forward") << ',' << p << ',' << t << ',' << report.block_q << ','
+            << g.block_k << ',' << report.head_dim << ',' << g.heads << ',' << g.kv_heads << ',' << g.chunk_tokens
+            << ',' << c.lists << ',' << c.tiles
+            << ',' << c.masked_tiles << ',' << c.columns << ',' << c.column_chunks << ',' << c.key_lists << ','
+            << c.column_lists << ',' << c.column_items << ',' << key_blocks << ',' << pass->measured_compute_us[k]
+            << ',' << pass->predicted_compute_us[k] << '\n';
+      }
+    }
+  }
+  return out.str();
 }
 
 }  // namespace sparsering

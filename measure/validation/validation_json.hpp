@@ -1,10 +1,12 @@
 // The files `sparsering validate` writes: validation.json (every compared figure, the targets and
 // the provenance the caller supplies) and timeline.json (Chrome / Perfetto trace events of what
-// was measured: one process per ring position, a compute track and a recv track). Field
-// reference: docs/VALIDATION.md. Tested in tests/measure/validation/validation_compare_test.cpp.
+// was measured: one process per ring position, a compute track and a recv track) and cells.csv
+// (every cell's work counts beside its measured and predicted time, to see which term of the cost
+// model a cell's error comes from). Field reference: docs/VALIDATION.md. Tested in tests/measure/validation/validation_compare_test.cpp.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "measure/validation/measured_layer.hpp"
 #include "measure/validation/validation_compare.hpp"
@@ -20,5 +22,12 @@ nlohmann::json validation_to_json(const ValidationReport& report, const nlohmann
 /// durations on the simulator's schedule re-run with them (report.forward.derived_run), the
 /// backward pass after the forward one. Times in microseconds.
 nlohmann::json measured_timeline_json(const ValidationReport& report, const MeasuredLayer& measured);
+
+/// cells.csv: a header, then one row per (direction, position, step) of both passes: the launch's
+/// shape (block_q, block_k, head_dim, heads and K/V heads of the launch, K/V chunk tokens), the
+/// cell's work counts (sim/work/work_counts.hpp), the launch's key blocks
+/// (LaunchGeometry::key_blocks), the measured and the predicted kernel time (us). The rows are
+/// launches as the calibration's fit takes them (measure/calibration/replayed_cells.hpp). Throws InputError when a pass kept no cell work.
+std::string validation_cells_csv(const ValidationReport& report);
 
 }  // namespace sparsering

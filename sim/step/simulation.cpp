@@ -536,6 +536,7 @@ void StepSimulation::build_ring_inputs() {
                            .kv_heads = shapes_.kv_heads_local * plan_.micro_batch_sequences,
                            .chunk_tokens = plan_.layout.local_len(),
                            .block_k = plan_.sparse.block_k};
+  result_.launch = launch_;
   const auto ww = static_cast<size_t>(w_);
   class_inputs_.assign(classes, RingInput{});
   for (size_t c = 0; c < classes; ++c) {
@@ -641,6 +642,8 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
     RingInput& input = class_inputs_[c];
     input.compute_ns.resize(ww * ww);
     std::vector<SimNs> backward_compute(ww * ww);
+    std::vector<WorkCounts> cell_work;
+    if (options.keep_ring_records) cell_work.resize(ww * ww);
     const KernelTimer forward_time(cost_.forward, launch_);
     const KernelTimer backward_time(cost_.backward, launch_);
     for (int32_t p = 0; p < w; ++p) {
@@ -651,6 +654,7 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
         const size_t at = static_cast<size_t>(p) * ww + static_cast<size_t>(t);
         input.compute_ns[at] = forward_time(cell);
         backward_compute[at] = backward_time(cell);
+        if (!cell_work.empty()) cell_work[at] = cell;
         rank_fwd += input.compute_ns[at];
         rank_bwd += backward_compute[at];
       }
@@ -665,7 +669,10 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
     fwd.run = all_gather_ ? simulate_all_gather_pass(w, input.compute_ns, gather_ns_[c], 0)
                           : simulate_ring(schedule, input, false);
     fwd.metrics = ring_metrics(fwd.run, input.compute_ns);
-    if (options.keep_ring_records) fwd.compute_ns = input.compute_ns;
+    if (options.keep_ring_records) {
+      fwd.compute_ns = input.compute_ns;
+      fwd.cell_work = cell_work;
+    }
     RingPassResult bwd;
     bwd.layer = layer;
     bwd.head_group = cls.head_group;
@@ -675,7 +682,10 @@ double StepSimulation::simulate_ring_passes(int64_t layer, LayerResult& lr) {
     bwd.run = all_gather_ ? simulate_all_gather_pass(w, input.compute_ns, gather_ns_[c], scatter_ns_[c])
                           : simulate_ring(schedule, input, true);
     bwd.metrics = ring_metrics(bwd.run, input.compute_ns);
-    if (options.keep_ring_records) bwd.compute_ns = input.compute_ns;
+    if (options.keep_ring_records) {
+      bwd.compute_ns = input.compute_ns;
+      bwd.cell_work = std::move(cell_work);
+    }
     lr.attention_fwd_ns = std::max(lr.attention_fwd_ns, fwd.run.end_ns);
     lr.attention_bwd_ns = std::max(lr.attention_bwd_ns, bwd.run.end_ns);
     lr.worker_imbalance = std::max(lr.worker_imbalance, fwd.metrics.worker_imbalance);

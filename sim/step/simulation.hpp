@@ -61,6 +61,7 @@ struct RingPassResult {
   RingRun run;
   RingMetrics metrics;
   std::vector<SimNs> compute_ns;      ///< [position x W + step]
+  std::vector<WorkCounts> cell_work;  ///< [position x W + step]: the work each compute_ns was costed on
 };
 
 /// Rings whose links time the same (they share one simulation).
@@ -119,6 +120,7 @@ struct SimulationResult {
   std::vector<RingClass> ring_classes;
   std::vector<LayerResult> layers;
   std::vector<RingPassResult> rings;   ///< per layer, ring class and direction (if kept)
+  LaunchGeometry launch;               ///< the shape of every ring step's launch (its per-key-block term)
   StepResult step;
   MemoryReport memory;
   double worker_imbalance = 1.0;       ///< max / mean over ranks of forward attention compute, all layers

@@ -222,6 +222,61 @@ TEST(ValidationOutputs, JsonTimelineAndTableCarryTheFigures) {
   EXPECT_NE(table.str().find("target per-layer attention time"), std::string::npos);
 }
 
+TEST(ValidationOutputs, CellsCsvRowsReproduceTheirPredictionFromTheirWork) {
+  // Every row's predicted time is the cost model applied to the row's own work counts and key
+  // blocks: the columns are exactly what the prediction rests on.
+  const LoadedPlan loaded = plan_32k("striped", 4, true);
+  const SimulationResult result = predict(loaded, &sample_trace());
+  const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 1, 0);
+  const ValidationReport report = compare_layer(problem, result, echo(result, 1, 1.25));
+  const AttentionCostModel cost = make_attention_cost_model(loaded.cluster.gpu_config, 64, 64, 128);
+  std::istringstream csv(validation_cells_csv(report));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line,
+            "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
+            "columns,column_chunks,key_lists,column_lists,column_items,key_blocks,measured_us,predicted_us");
+  int64_t rows = 0;
+  int64_t backward_rows = 0;
+  WorkCounts total;
+  while (std::getline(csv, line)) {
+    std::istringstream fields(line);
+    std::string direction;
+    std::getline(fields, direction, ',');
+    std::vector<double> v;
+    for (std::string field; std::getline(fields, field, ',');) v.push_back(std::stod(field));
+    ASSERT_EQ(v.size(), 19U) << line;
+    EXPECT_EQ(v[2], 64);   // block_q
+    EXPECT_EQ(v[3], 64);   // block_k
+    EXPECT_EQ(v[4], 128);  // head dim
+    EXPECT_EQ(static_cast<int64_t>(v[5]), result.launch.heads);
+    EXPECT_EQ(static_cast<int64_t>(v[6]), result.launch.kv_heads);
+    EXPECT_EQ(v[7], 32768 / 4);
+    v.erase(v.begin() + 2, v.begin() + 8);
+    const WorkCounts work{.tiles = static_cast<int64_t>(v[3]), .masked_tiles = static_cast<int64_t>(v[4]),
+                          .columns = static_cast<int64_t>(v[5]), .column_chunks = static_cast<int64_t>(v[6]),
+                          .lists = static_cast<int64_t>(v[2]), .key_lists = static_cast<int64_t>(v[7]),
+                          .column_lists = static_cast<int64_t>(v[8]), .column_items = static_cast<int64_t>(v[9])};
+    const bool backward = direction == "backward";
+    ASSERT_TRUE(backward || direction == "forward") << line;
+    EXPECT_EQ(static_cast<int64_t>(v[10]), result.launch.key_blocks());
+    const double predicted_us = ns_to_us(kernel_time_ns(backward ? cost.backward : cost.forward, work, result.launch));
+    EXPECT_NEAR(v[12], predicted_us, 1e-6 * predicted_us + 1e-9) << line;
+    EXPECT_NEAR(v[11], 1.25 * v[12], 1e-6 * v[11] + 1e-9) << line;
+    if (!backward) total += work;
+    backward_rows += backward ? 1 : 0;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2 * 16);
+  EXPECT_EQ(backward_rows, 16);
+  EXPECT_GT(total.tiles, 0);
+  EXPECT_GT(total.columns, 0);
+  // A report without cell work (a simulation that kept no records of it) is refused, not written short.
+  ValidationReport bare = report;
+  bare.backward.cell_work.clear();
+  EXPECT_THROW(validation_cells_csv(bare), InputError);
+}
+
 TEST(ValidationOutputs, AStaleCalibrationMakesTheComparisonNotMeaningful) {
   // A prediction from a calibration measured on an unrecorded kernel build.
   LoadedPlan loaded = plan_32k("zigzag", 2, true);

@@ -22,6 +22,10 @@
 #   LAYER=12          model layer whose patterns are run
 #   CALIBRATE=1|0|tree  calibrate first (1), reuse this machine's earlier calibration (0), or take
 #                     the tree's GPU config as it is (tree: a dry run; its calibration may be stale)
+#   PLANS=dir         the plans replayed (default configs/plans/validation/matrix; the calibration's
+#                     replayed cells: configs/plans/calibration, docs/calibration.md)
+#   SET=name          names the results: $BUILD/<SET>-results/<kind>/, $OUT/<SET>-<kind>.tgz (default matrix)
+#   TRACE_PRIOR=file  synthesize the traces from this sparsity prior instead of each model's own
 # Third-party dependencies come from .device/deps (kernels/bench/make_device_deps.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/out-matrix}
@@ -32,6 +36,9 @@ CASES=${CASES:-.}
 ITERATIONS=${ITERATIONS:-3}
 LAYER=${LAYER:-12}
 CALIBRATE=${CALIBRATE:-1}
+PLANS=${PLANS:-configs/plans/validation/matrix}
+SET=${SET:-matrix}
+TRACE_PRIOR=${TRACE_PRIOR:-}
 # SPARSERING_COMMIT (in the environment) names the tree's commit in every result; without it
 # `validate` records `git rev-parse HEAD`, marked "+modified" when the tracked files differ from it
 # (a device copy's git metadata can be older than its files).
@@ -47,8 +54,8 @@ case "$gpu_name" in
   *) echo "no validation matrix cluster for GPU '$gpu_name' (H100 SXM and H200 are known)"; exit 2 ;;
 esac
 GPU_CONFIG=configs/gpus/$KIND.yaml
-WORK=$PWD/$BUILD/matrix/$KIND
-RESULTS=$PWD/$BUILD/matrix-results/$KIND
+WORK=$PWD/$BUILD/$SET/$KIND
+RESULTS=$PWD/$BUILD/$SET-results/$KIND
 mkdir -p "$RESULTS" "$WORK/plans" "$WORK/logs"
 stamp "GPU: $gpu_name -> $GPU_CONFIG, predicted on $CLUSTER; commit ${SPARSERING_COMMIT:-as validate finds it}"
 
@@ -87,7 +94,13 @@ sed "s|^gpu: .*|gpu: $WORK/calibrated-gpu.yaml|" "$CLUSTER" > "$WORK/cluster.yam
 # 3-4. Traces and cases.
 TRACES=$PWD/$BUILD/validation-traces
 mkdir -p "$TRACES"
-for plan in configs/plans/validation/matrix/*.yaml; do
+prior_arg=()
+prior_tag=""
+if [ -n "$TRACE_PRIOR" ]; then
+  [ -f "$TRACE_PRIOR" ] || { stamp "TRACE_PRIOR $TRACE_PRIOR does not exist"; exit 2; }
+  prior_arg=(--prior "$TRACE_PRIOR"); prior_tag="-prior-$(basename "$TRACE_PRIOR" .yaml)"
+fi
+for plan in "$PLANS"/*.yaml; do
   name=$(basename "$plan" .yaml)
   [[ "$name" =~ $CASES ]] || continue
   result=$RESULTS/$name
@@ -97,9 +110,9 @@ for plan in configs/plans/validation/matrix/*.yaml; do
   tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
   trace_arg=""
   if grep -q "enabled: true" "$plan"; then
-    trace=$TRACES/$model-$tokens.safetensors
-    [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" --seq-len "$tokens" --samples 1 \
-      --seed 1 --threads 0 --out "$trace" > /dev/null 2>> "$WORK/logs/traces.log"
+    trace=$TRACES/$model-$tokens$prior_tag.safetensors
+    [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" "${prior_arg[@]}" --seq-len "$tokens" \
+      --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null 2>> "$WORK/logs/traces.log"
     trace_arg="--trace $trace"
   fi
   sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $WORK/cluster.yaml|" \
@@ -116,7 +129,7 @@ for plan in configs/plans/validation/matrix/*.yaml; do
 done
 
 # 5. Results and the table.
-tar -czf "$OUT/matrix-$KIND.tgz" -C "$RESULTS/.." "$KIND" -C "$WORK" calibrated-gpu.yaml logs \
+tar -czf "$OUT/$SET-$KIND.tgz" -C "$RESULTS/.." "$KIND" -C "$WORK" calibrated-gpu.yaml logs \
   $( [ -d "$WORK/calibration-raw" ] && echo calibration-raw)
-stamp "packed $(ls "$RESULTS" | wc -l) results into matrix-$KIND.tgz"
+stamp "packed $(ls "$RESULTS" | wc -l) results into $SET-$KIND.tgz"
 /usr/bin/python3 measure/validation/validation_matrix_table.py "$RESULTS/.." | tail -12

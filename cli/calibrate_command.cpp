@@ -4,7 +4,9 @@
 // again with this version's model (measure/calibration/calibration_refit.hpp) into G's calibration
 // section (text-preserving, atomic; replacing a section needs --force, as a measurement does), and
 // the fit with its residuals and the measurements with their predictions go to --out DIR as
-// calibration-<gpu>.json and calibration-<gpu>-kernels.csv. Tested in
+// calibration-<gpu>.json and calibration-<gpu>-kernels.csv. --cells adds ring cells replayed on
+// the same kernel build (each a cells.csv beside its validation.json) to the refit's launches
+// (measure/calibration/replayed_cells.hpp). Tested in
 // tests/cli/calibrate_refit_cli_test.cpp.
 #include <filesystem>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include "common/error.hpp"
 #include "measure/calibration/calibration_output.hpp"
 #include "measure/calibration/calibration_refit.hpp"
+#include "measure/calibration/replayed_cells.hpp"
 #include "sim/config/gpu_config.hpp"
 
 namespace sparsering::cli {
@@ -40,8 +43,19 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
   require(global.force || !gpu.calibrated(), gpu_path.string(),
           " already has a calibration section; pass --force to replace it with the refit");
 
+  std::vector<KernelMeasurement> replayed;
+  for (const std::string& cells : o.cells_paths) {
+    const std::filesystem::path cells_path(cells);
+    const std::filesystem::path validation_path = cells_path.parent_path() / "validation.json";
+    require(std::filesystem::is_regular_file(validation_path), "--cells ", cells, ": no validation.json beside it (",
+            validation_path.string(), "); give the cells.csv that `sparsering validate --replay --out DIR` wrote");
+    require(gpu.calibration.has_value(), gpu_path.string(), " has no calibration to fit replayed cells into");
+    const std::vector<KernelMeasurement> cells_of_replay = parse_replayed_cells(
+        read_file(cells_path), read_file(validation_path), cells, gpu.calibration->kernel_build);
+    replayed.insert(replayed.end(), cells_of_replay.begin(), cells_of_replay.end());
+  }
   const CalibrationRun run =
-      refit_kernel_calibration(csv_text, o.refit_path, gpu, FitOptions{o.folds, o.fold_seed});
+      refit_kernel_calibration(csv_text, o.refit_path, gpu, FitOptions{o.folds, o.fold_seed}, replayed);
   // The configs are checked before anything is written: set_gpu_calibration parses its result.
   const std::string new_gpu_text = set_gpu_calibration(gpu_text, run.calibration, gpu_path.string());
   std::filesystem::create_directories(out_dir);
@@ -69,6 +83,10 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                                 "No GPU: fit the kernel measurements a calibrate run recorded (its calibration-<gpu>-kernels.csv) "
                                 "again with this version's model, into --gpu's calibration (the config that run wrote: its "
                                 "kernel build and provenance are kept)");
+  cmd->add_option("--cells", options->cells_paths,
+                  "With --refit: ring cells replayed on the same kernel build (cells.csv of `sparsering validate "
+                  "--replay --out DIR`, beside its validation.json), fitted with the recorded launches")
+      ->needs(refit);
   std::vector<CLI::Option*> measuring;
   measuring.push_back(cmd->add_option("--cluster", options->cluster_path,
                                       "Cluster config whose --level gets the measured latency and curve"));

@@ -49,7 +49,14 @@ nlohmann::json direction_json(const DirectionFit& d) {
             {"max_relative_error", d.heldout.max_relative_error}}},
           {"under_filled", errors_json(d.under)},
           {"residuals_by_local_tokens", residuals_json(d.by_local_tokens)},
-          {"residuals_by_gqa_group", residuals_json(d.by_group)}};
+          {"residuals_by_gqa_group", residuals_json(d.by_group)},
+          {"replays", d.replays},
+          {"grid_weight", d.grid_weight},
+          {"replayed_cells", errors_json(d.replayed)},
+          {"replayed_cells_heldout",
+           {{"folds", d.replayed_heldout.folds},
+            {"median_relative_error", d.replayed_heldout.median_relative_error},
+            {"max_relative_error", d.replayed_heldout.max_relative_error}}}};
 }
 
 nlohmann::json shape_json(const KernelShape& s) {
@@ -199,6 +206,19 @@ std::string fit_table(const CalibrationRun& run) {
       for (const auto& [name, d] : {std::pair<const char*, const DirectionFit*>{"forward", &f.forward}, {"backward", &f.backward}}) {
         out << "  " << to_string(f.shape) << " " << name << ": tokens " << residual_line(d->by_local_tokens) << "; group "
             << residual_line(d->by_group) << "\n";
+      }
+    }
+    for (const ShapeFit& f : run.fits) {
+      for (const auto& [name, d] : {std::pair<const char*, const DirectionFit*>{"forward", &f.forward}, {"backward", &f.backward}}) {
+        if (d->replays == 0) continue;
+        out << "  " << to_string(f.shape) << " " << name << ": " << d->replayed.samples << " replayed ring cells of "
+            << d->replays << " replays, grid weight " << number(d->grid_weight) << ": median |err| "
+            << percent(d->replayed.median_relative_error) << ", max " << percent(d->replayed.max_relative_error);
+        if (d->replayed_heldout.folds >= 2) {
+          out << "; each replay held out: median " << percent(d->replayed_heldout.median_relative_error) << ", max "
+              << percent(d->replayed_heldout.max_relative_error);
+        }
+        out << "\n";
       }
     }
   }

@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "measure/calibration/replayed_cells.hpp"
 
 namespace sparsering {
 
 CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string_view csv_name, const GpuConfig& gpu,
-                                        const FitOptions& options) {
+                                        const FitOptions& options, const std::vector<KernelMeasurement>& replayed) {
   require(gpu.calibration.has_value(), "GPU config '", gpu.name,
           "' has no calibration section: a refit keeps the kernel build and provenance of the measured calibration "
           "that recorded ", csv_name, " (give the config that run wrote)");
@@ -25,10 +26,21 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
   run.kernels = parse_kernel_measurements_csv(csv_text, csv_name);
   require(!run.kernels.empty(), csv_name, ": no kernel measurement to refit");
   restore_backward_units(run.kernels);
+  const auto measured_shape = [&](const KernelMeasurement& cell) {
+    return std::any_of(run.kernels.begin(), run.kernels.end(), [&](const KernelMeasurement& k) {
+      return k.block_q == cell.block_q && k.block_k == cell.block_k && k.head_dim == cell.head_dim;
+    });
+  };
+  for (const KernelMeasurement& cell : replayed) {
+    require(measured_shape(cell), "replayed cells of ", cell.placement.substr(kReplayedPlacement.size()), " have shape ",
+            cell.block_q, "x", cell.block_k, "x", cell.head_dim, ", which ", csv_name,
+            " does not measure: the benchmark grid separates the terms, cells alone do not");
+  }
+  run.kernels.insert(run.kernels.end(), replayed.begin(), replayed.end());
   int64_t reflagged = 0;
   for (KernelMeasurement& k : run.kernels) {
     const bool under = launch_under_filled(k, gpu.sm_count);
-    reflagged += under != k.under_filled ? 1 : 0;
+    reflagged += under != k.under_filled && !is_replayed_cell(k) ? 1 : 0;  // cells carry no flag
     k.under_filled = under;
   }
   run.fits = fit_kernel_measurements(run.kernels, options);
@@ -36,8 +48,9 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
   run.calibration = *gpu.calibration;
   run.calibration.shapes.clear();
   for (const ShapeFit& fit : run.fits) run.calibration.shapes.push_back(calibrated_shape(fit));
-  run.notes.push_back(str("refit of ", csv_name, " (", run.kernels.size(), " measurements): kernel build, provenance and ",
-                          "gemm_efficiency kept from ", gpu.name, "'s calibration"));
+  run.notes.push_back(str("refit of ", csv_name, " (", run.kernels.size() - replayed.size(), " measurements",
+                          replayed.empty() ? std::string() : str(", with ", replayed.size(), " replayed ring cells"),
+                          "): kernel build, provenance and gemm_efficiency kept from ", gpu.name, "'s calibration"));
   for (const CalibratedShape& old : gpu.calibration->shapes) {
     if (run.calibration.find(old.shape) == nullptr) {
       run.notes.push_back(str("shape ", to_string(old.shape), " of ", gpu.name, " is not in ", csv_name, ": dropped"));

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "measure/calibration/calibration_output.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
@@ -24,7 +25,11 @@ namespace sparsering {
 /// dropped or flagged differently from the record. Throws InputError (naming the config or the
 /// CSV) when the config has no measured calibration (published figures or none: nothing says which
 /// kernels the CSV measured), the CSV has no measurement or cannot be read, or a fit fails.
+/// `replayed`: ring cells replayed on the same kernel build (replayed_cells.hpp), fitted with the
+/// CSV's launches (kernel_calibration.hpp, fit_kernel_measurements); a shape the CSV does not
+/// measure is not fitted from cells alone (the grid separates the terms): such cells are an error.
 CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string_view csv_name, const GpuConfig& gpu,
-                                        const FitOptions& options = {});
+                                        const FitOptions& options = {},
+                                        const std::vector<KernelMeasurement>& replayed = {});
 
 }  // namespace sparsering

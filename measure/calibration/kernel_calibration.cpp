@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "kernels/index/count_sparse_index.hpp"
 #include "measure/calibration/link_fit.hpp"
+#include "measure/calibration/replayed_cells.hpp"
 #include "measure/calibration/synthetic_index.hpp"
 #include "sim/cost/kernel_cost.hpp"
 
@@ -73,6 +74,49 @@ KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std:
 
 namespace {
 
+/// The median |error| of each replay's cells predicted by the fit (weights of `grid_weight`)
+/// without that replay, and those errors in the launches' order (0 for grid launches).
+HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launches,
+                              const std::vector<KernelSample>& samples, double grid_weight, const KernelTerms& terms) {
+  std::vector<std::string> replays;
+  for (const KernelMeasurement* k : launches) {
+    if (is_replayed_cell(*k) && std::find(replays.begin(), replays.end(), k->placement) == replays.end()) {
+      replays.push_back(k->placement);
+    }
+  }
+  HeldOutError out;
+  out.folds = static_cast<int64_t>(replays.size());
+  out.relative_errors.assign(samples.size(), 0.0);
+  std::vector<double> held;
+  for (const std::string& left_out : replays) {
+    std::vector<const KernelMeasurement*> kept;
+    std::vector<KernelSample> training;
+    for (size_t k = 0; k < launches.size(); ++k) {
+      if (launches[k]->placement == left_out) continue;
+      kept.push_back(launches[k]);
+      training.push_back(samples[k]);
+    }
+    const std::vector<double> weights = launch_weights(kept, grid_weight);
+    for (size_t k = 0; k < training.size(); ++k) training[k].weight = weights[k];
+    KernelCostCoefficients c;
+    try {
+      c = rounded_coefficients(fit_kernel_cost(training, terms).coefficients);
+    } catch (const InputError& error) {
+      throw InputError(str("the fit without replay ", left_out.substr(kReplayedPlacement.size()), " (grid weight ",
+                           grid_weight, "): ", error.what()));
+    }
+    for (size_t k = 0; k < launches.size(); ++k) {
+      if (launches[k]->placement != left_out) continue;
+      const KernelSample& s = samples[k];
+      out.relative_errors[k] = (predict_kernel_us(c, s) - s.time_us) / s.time_us;
+      held.push_back(out.relative_errors[k]);
+    }
+  }
+  out.samples = static_cast<int64_t>(held.size());
+  std::tie(out.median_relative_error, out.max_relative_error) = median_and_max_magnitude(held);
+  return out;
+}
+
 DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const KernelShape& shape, const std::string& direction,
                            const FitOptions& options) {
   std::vector<const KernelMeasurement*> filled_launches;
@@ -94,16 +138,44 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
     }
     filled.push_back(sample);
     filled_launches.push_back(&k);
-    const auto key = std::make_tuple(k.q_heads, k.kv_heads, k.local_tokens, k.tiles_per_list, k.chunks_per_list,
-                                     k.columns_per_list, k.placement, k.key_block_stride);
+    // A replay's cells share placement and per-list counts (0): one case, as its own fold unit.
+    const auto key = std::make_tuple(k.q_heads, k.kv_heads, is_replayed_cell(k) ? 0 : k.local_tokens, k.tiles_per_list,
+                                     k.chunks_per_list, k.columns_per_list, k.placement, k.key_block_stride);
     case_ids.push_back(cases.emplace(key, static_cast<int64_t>(cases.size())).first->second);
   }
   DirectionFit fit;
   try {
+    std::vector<std::string> replays;
+    for (const KernelMeasurement* k : filled_launches) {
+      if (is_replayed_cell(*k) && std::find(replays.begin(), replays.end(), k->placement) == replays.end()) {
+        replays.push_back(k->placement);
+      }
+    }
+    fit.replays = static_cast<int64_t>(replays.size());
+    if (fit.replays >= 2) {
+      double best = 0.0;
+      for (const double weight : kGridWeights) {
+        const HeldOutError held = replays_held_out(filled_launches, filled, weight, terms);
+        if (weight == kGridWeights[0] || held.median_relative_error < best) {
+          best = held.median_relative_error;
+          fit.grid_weight = weight;
+          fit.replayed_heldout = held;
+        }
+      }
+    }
+    const std::vector<double> weights = launch_weights(filled_launches, fit.grid_weight);
+    for (size_t k = 0; k < filled.size(); ++k) filled[k].weight = weights[k];
     const KernelCostCoefficients c = rounded_coefficients(fit_kernel_cost(filled, terms).coefficients);
     fit.fit = evaluate_kernel_cost(c, filled);
     fit.under = evaluate_kernel_cost(c, under);
     fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed, terms);
+    if (fit.replays > 0) {
+      std::vector<KernelSample> cells;
+      for (size_t k = 0; k < filled.size(); ++k) {
+        if (is_replayed_cell(*filled_launches[k])) cells.push_back(filled[k]);
+      }
+      fit.replayed = evaluate_kernel_cost(c, cells);
+    }
   } catch (const InputError& error) {
     throw InputError(str(direction, " of shape ", to_string(shape), " (", filled.size(), " filled launches): ", error.what()));
   }
@@ -122,6 +194,27 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
 double worse(double a, double b) { return round_significant(std::max(a, b), 3); }
 
 }  // namespace
+
+std::vector<double> launch_weights(const std::vector<const KernelMeasurement*>& launches, double grid_weight) {
+  std::map<std::string, int64_t> cells_of_replay;
+  int64_t grid = 0;
+  for (const KernelMeasurement* k : launches) {
+    if (is_replayed_cell(*k)) {
+      ++cells_of_replay[k->placement];
+    } else {
+      ++grid;
+    }
+  }
+  std::vector<double> weights(launches.size(), 1.0);
+  if (cells_of_replay.empty()) return weights;
+  const double per_replay = static_cast<double>(std::max<int64_t>(grid, 1)) / static_cast<double>(cells_of_replay.size());
+  for (size_t k = 0; k < launches.size(); ++k) {
+    weights[k] = is_replayed_cell(*launches[k])
+                     ? per_replay / static_cast<double>(cells_of_replay.at(launches[k]->placement))
+                     : grid_weight;
+  }
+  return weights;
+}
 
 void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed) {
   // Rows come in (forward, backward) pairs of one index: it is rebuilt once per pair.

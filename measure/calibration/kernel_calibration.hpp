@@ -50,6 +50,13 @@ struct DirectionFit {
   HeldOutError heldout;                        ///< k-fold by benchmark case, filled launches
   std::vector<ResidualGroup> by_local_tokens;  ///< fit residuals by local length, ascending
   std::vector<ResidualGroup> by_group;         ///< by query heads per KV head, ascending
+  /// With replayed ring cells (replayed_cells.hpp) among the launches: how many replays, the weight
+  /// of the benchmark grid chosen for them (grid_weight_for_replays), the coefficients on the cells
+  /// alone, and each replay's cells predicted by a fit without that replay (folds = replays).
+  int64_t replays = 0;
+  double grid_weight = 1.0;
+  KernelFit replayed;
+  HeldOutError replayed_heldout;
 };
 
 struct ShapeFit {
@@ -63,8 +70,22 @@ struct FitOptions {
   uint64_t seed = 1;  ///< shuffles the benchmark cases into folds
 };
 
+/// The relative weights of the benchmark grid against replayed ring cells that a fit with replays
+/// chooses from (grid_weight_for_replays).
+inline constexpr double kGridWeights[] = {0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0};
+
+/// The fit's weights of one shape and direction's filled launches when some are replayed ring
+/// cells: every replay together weighs as much as the grid's launches divided by the replays (its
+/// cells alike; with no grid launch, as one launch), and every grid launch `grid_weight`. Without
+/// replayed cells every weight is 1.
+std::vector<double> launch_weights(const std::vector<const KernelMeasurement*>& launches, double grid_weight);
+
 /// Fits every kernel shape of `kernels` (in order of first appearance), both directions, on the
-/// launches whose under_filled flag is false, and fills every measurement's predicted_us.
+/// launches whose under_filled flag is false, and fills every measurement's predicted_us. Where
+/// replayed ring cells of two or more replays are among the launches, the grid's weight is the one
+/// of kGridWeights whose fits, each without one replay, predict the left-out replays' cells best
+/// (smallest median |error|; the smaller weight on a tie): how much the synthetic grid should pull
+/// is decided by cells it was not fitted to, not assumed.
 /// Throws InputError (naming shape and direction) when a direction has fewer filled launches
 /// than the fit or the folds need.
 std::vector<ShapeFit> fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const FitOptions& options = {});

@@ -1,6 +1,6 @@
 // Weighted least squares with Eigen: dividing each row [1, lists, tiles, chunks, ...] and its
-// right-hand side by the measured time turns the squared relative error into an ordinary
-// least-squares problem. Non-negativity by a small active set: at most nine coefficients, so
+// right-hand side by the measured time (and multiplying both by the square root of the sample's
+// weight) turns the weighted squared relative error into an ordinary least-squares problem. Non-negativity by a small active set: at most nine coefficients, so
 // pinning the most negative one and refitting converges in at most nine rounds.
 #include "measure/calibration/kernel_fit.hpp"
 
@@ -49,6 +49,8 @@ void check_samples(std::span<const KernelSample> samples) {
     const KernelSample& s = samples[k];
     require(std::isfinite(s.time_us) && s.time_us > 0.0, "kernel sample ", k, ": time_us must be finite and > 0, got ",
             s.time_us);
+    require(std::isfinite(s.weight) && s.weight >= 0.0, "kernel sample ", k, ": weight must be finite and >= 0, got ",
+            s.weight);
     require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0 && s.key_lists >= 0 && s.column_lists >= 0 &&
                 s.column_items >= 0 && s.columns >= 0 && s.key_blocks >= 0,
             "kernel sample ", k, ": negative counts (", s.lists, " lists, ", s.tiles, " tiles, ", s.column_chunks,
@@ -104,11 +106,15 @@ KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const 
 }
 
 KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTerms& terms) {
-  require(samples.size() >= 3, "the kernel cost fit needs at least 3 samples, got ", samples.size());
   check_samples(samples);
+  std::vector<KernelSample> weighted;
+  for (const KernelSample& s : samples) {
+    if (s.weight > 0.0) weighted.push_back(s);
+  }
+  require(weighted.size() >= 3, "the kernel cost fit needs at least 3 samples of positive weight, got ", weighted.size());
   require(terms.tile, "the kernel cost fit needs its per-tile term");
   std::array<bool, kTerms> free{true, false, false, false, false, false, false, false, false};
-  for (const KernelSample& s : samples) {
+  for (const KernelSample& s : weighted) {
     free[1] = free[1] || (terms.list && s.lists > 0);
     free[2] = free[2] || s.tiles > 0;
     free[3] = free[3] || (terms.chunk && s.column_chunks > 0);
@@ -126,14 +132,15 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTer
     for (int t = 0; t < kTerms; ++t) {
       if (free[static_cast<size_t>(t)]) columns.push_back(t);
     }
-    const auto rows = static_cast<Eigen::Index>(samples.size());
+    const auto rows = static_cast<Eigen::Index>(weighted.size());
     Eigen::MatrixXd a(rows, static_cast<Eigen::Index>(columns.size()));
     Eigen::VectorXd b(rows);
     for (Eigen::Index r = 0; r < rows; ++r) {
-      const KernelSample& s = samples[static_cast<size_t>(r)];
+      const KernelSample& s = weighted[static_cast<size_t>(r)];
       const std::array<double, kTerms> f = features(s);
-      for (size_t c = 0; c < columns.size(); ++c) a(r, static_cast<Eigen::Index>(c)) = f[static_cast<size_t>(columns[c])] / s.time_us;
-      b(r) = 1.0;
+      const double scale = std::sqrt(s.weight) / s.time_us;
+      for (size_t c = 0; c < columns.size(); ++c) a(r, static_cast<Eigen::Index>(c)) = f[static_cast<size_t>(columns[c])] * scale;
+      b(r) = std::sqrt(s.weight);
     }
     const Eigen::VectorXd x = a.colPivHouseholderQr().solve(b);
     beta = {};

@@ -9,8 +9,8 @@
 // forward's CTAs; the backward's units are those its two passes schedule, sim/work/work_counts.hpp,
 // docs/calibration.md), with the residual
 // report that `sparsering calibrate` prints and docs/calibration.md quotes. The fit minimises the
-// squared relative error (each launch counts the same whether it takes 20 us or 20 ms) and keeps
-// every coefficient >= 0. Tested in tests/measure/calibration/kernel_fit_test.cpp.
+// squared relative error (each launch counts the same whether it takes 20 us or 20 ms), each
+// times its sample's weight, and keeps every coefficient >= 0. Tested in tests/measure/calibration/kernel_fit_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,9 @@ struct KernelSample {
   int64_t column_items = 0;   ///< sum over lists of ceil(columns / 64) (backward column pass items)
   int64_t columns = 0;        ///< gathered columns, all lists
   int64_t key_blocks = 0;     ///< (K/V head, key block) pairs of the held chunk, listed or not (key-block pass grid)
+  /// How much the sample's squared relative error counts in the fit (>= 0; 0: not fitted, only
+  /// scored). The residual statistics count every sample once.
+  double weight = 1.0;
 };
 
 /// Which terms a fit may use (the launch term always).
@@ -74,10 +77,10 @@ double predict_kernel_us(const KernelCostCoefficients& c, int64_t lists, int64_t
 /// Time the model predicts for `s` with every term of `c` (microseconds, not rounded).
 double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s);
 
-/// Fits the coefficients of `terms` to `samples`. A term whose count is zero in every sample gets
-/// 0; a coefficient that would come out negative is pinned at 0 and the others refitted. Throws
-/// InputError with fewer than 3 samples, a non-positive or non-finite time, negative counts, or
-/// no sample with a tile (per_tile_us must be > 0 for a GPU config).
+/// Fits the coefficients of `terms` to `samples`. A term whose count is zero in every sample of
+/// positive weight gets 0; a coefficient that would come out negative is pinned at 0 and the others refitted. Throws
+/// InputError with fewer than 3 samples of positive weight, a non-positive or non-finite time,
+/// negative counts or weight, or no weighted sample with a tile (per_tile_us must be > 0 for a GPU config).
 KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTerms& terms = KernelTerms::four_terms());
 
 /// Residuals of `c` on `samples` (for the samples kept out of a fit), same fields as the fit.

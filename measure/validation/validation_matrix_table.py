@@ -72,6 +72,14 @@ def pct(x, signed=False):
     return f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%"
 
 
+def predicted_again(docs):
+    """", predicted again at commit(s) ..." when the predictions were made again from the recorded
+    measurements (validate --measured), else nothing."""
+    again = sorted({short_commit(d["provenance"]["predicted_again"]["commit"]) for d in docs
+                    if "predicted_again" in d["provenance"]})
+    return f", predicted again at commit(s) {', '.join(again)}" if again else ""
+
+
 def kind_table(kind, docs):
     lines = [f"#### {kind}", ""]
     first = docs[0]
@@ -79,7 +87,7 @@ def kind_table(kind, docs):
     commits = sorted({short_commit(d["provenance"]["commit"]) for d in docs})
     lines.append(f"GPU {', '.join(gpus)}; CUDA runtime {first['provenance']['cuda_runtime']}; commit(s) "
                  f"{', '.join(commits)}; {first['iterations']} timed iterations per kernel, layer {first['layer']}; "
-                 f"costs: {first['cost_source']}.")
+                 f"costs: {first['cost_source']}" + predicted_again(docs) + ".")
     lines.append("")
     lines.append("| case | model | attention | layout | N | W (levels) | block | recall | hp | fwd meas / pred ms (err) "
                  "| bwd meas / pred ms (err) | cells fwd / bwd median \\|err\\| |")

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/atomic_file.hpp"
+#include "common/error.hpp"
 #include "tests/cli/cli_process.hpp"
 
 namespace sparsering {
@@ -107,6 +108,61 @@ TEST_F(CalibrateRefitCli, RefitsTheRecordedRunIntoItsConfig) {
       run_cli("--out " + path("out") + " calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv"), 120);
   EXPECT_EQ(again.code, 2) << again.output;
   EXPECT_TRUE(contains(again.output, "already exists; pass --force")) << again.output;
+}
+
+/// A replay's files: cells.csv at 64x64x128, 32 heads over 4 K/V heads, 32K-token chunks (2048
+/// key blocks), the forward timed by the run's model with tiles 20% cheaper, the backward by its
+/// model; and the validation.json that names `build`.
+void write_replay(const fs::path& dir, const std::string& name, const std::string& build, int32_t tiles_per_list) {
+  fs::create_directories(dir);
+  std::ostringstream cells;
+  cells.precision(12);
+  cells << "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
+           "columns,column_chunks,key_lists,column_lists,column_items,key_blocks,measured_us,predicted_us\n";
+  for (int32_t step = 0; step < 8; ++step) {
+    const int64_t lists = 32 * 512;
+    const int64_t tiles = lists * (tiles_per_list + step);
+    const double fwd = 8.0 + 0.03 * static_cast<double>(lists) + 0.008 * static_cast<double>(tiles);
+    const double bwd = 150.0 + 0.2 * 2048.0 + 0.025 * static_cast<double>(tiles);
+    cells << "forward,0," << step << ",64,64,128,32,4,32768," << lists << ',' << tiles << ",0,0,0,0,0,0,2048," << fwd
+          << ",0\n";
+    cells << "backward,0," << step << ",64,64,128,32,4,32768," << lists << ',' << tiles << ",0,0,0,2048,0,0,2048," << bwd
+          << ",0\n";
+  }
+  write_file_atomically(dir / "cells.csv", cells.str(), true);
+  write_file_atomically(dir / "validation.json",
+                        R"({"format": "sparsering-validation", "mode": "replay", "plan": ")" + name +
+                            R"(", "calibration": {"this_kernel_build": ")" + build + R"("}})",
+                        true);
+}
+
+TEST_F(CalibrateRefitCli, FitsReplayedCellsOfTheSameKernelsWithTheRun) {
+  for (int r = 0; r < 3; ++r) write_replay(dir_ / str("r", r), str("r", r), "unknown", 2 + 3 * r);
+  const std::string cells = " --cells " + path("r0/cells.csv") + " " + path("r1/cells.csv") + " " + path("r2/cells.csv");
+  test::CliResult r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " +
+                                  path("run.csv") + cells,
+                              120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "with 48 replayed ring cells")) << r.output;
+  EXPECT_TRUE(contains(r.output, "64x64x128 forward: 24 replayed ring cells of 3 replays, grid weight")) << r.output;
+  EXPECT_TRUE(contains(read_file(dir_ / "out" / "calibration-refit-gpu-kernels.csv"), ",replay:r1,")) << "cells recorded";
+  // Cells of other kernels, or without the validation.json that says which, cannot enter the fit.
+  write_replay(dir_ / "old", "old", "sha256:0ld", 3);
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
+                  " --cells " + path("old/cells.csv"),
+              120);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "replayed on kernel build sha256:0ld")) << r.output;
+  fs::remove(dir_ / "old" / "validation.json");
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
+                  " --cells " + path("old/cells.csv"),
+              120);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "no validation.json beside it")) << r.output;
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --cells " + path("r0/cells.csv"),
+              120);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--cells requires --refit")) << r.output;
 }
 
 TEST_F(CalibrateRefitCli, RefusesWhatARefitCannotDo) {

@@ -21,6 +21,7 @@
 #include "measure/calibration/calibration_output.hpp"
 #include "measure/calibration/calibration_refit.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
+#include "measure/calibration/replayed_cells.hpp"
 #include "sim/config/gpu_config.hpp"
 #include "sim/cost/kernel_cost.hpp"
 
@@ -157,6 +158,82 @@ TEST(KernelCalibration, FitsEachShapeOnItsOwnLaunches) {
   for (const KernelMeasurement& m : kernels) EXPECT_GT(m.predicted_us, 0.0);
 }
 
+TEST(KernelCalibration, ReplayedCellsWeighAsMuchAsTheGridAndChooseItsWeight) {
+  // The weights, by hand: 4 grid launches and two replays of 2 and 4 cells: each replay weighs
+  // 4 / 2 = 2 in all, so its cells 1 and 0.5; the grid launches the weight asked for.
+  std::vector<KernelMeasurement> rows(10, launch("forward", 16, 2, 16384));
+  for (size_t k = 4; k < 6; ++k) rows[k].placement = "replay:a";
+  for (size_t k = 6; k < 10; ++k) rows[k].placement = "replay:b";
+  std::vector<const KernelMeasurement*> pointers;
+  for (const KernelMeasurement& m : rows) pointers.push_back(&m);
+  const std::vector<double> weights = launch_weights(pointers, 0.2);
+  const std::vector<double> expected{0.2, 0.2, 0.2, 0.2, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5};
+  for (size_t k = 0; k < rows.size(); ++k) EXPECT_DOUBLE_EQ(weights[k], expected[k]) << k;
+  pointers.resize(4);
+  for (const double w : launch_weights(pointers, 0.2)) EXPECT_EQ(w, 1.0);  // no replay: the grid as before
+
+  // The grid's launches timed by one model, replayed cells (three replays of different shapes of
+  // work) by another whose tiles cost 20% less: the fit leans on the cells (a small grid weight),
+  // and each replay, held out, is predicted near its own model, far better than by the grid's.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  std::normal_distribution<double> noise(0.0, 0.01);
+  const KernelCostCoefficients grid_truth{8.0, 0.028, 0.0098, 0.0098};
+  const KernelCostCoefficients cell_truth{8.0, 0.028, 0.0098 * 0.8, 0.0098};
+  std::vector<KernelMeasurement> kernels;
+  for (const KernelBenchCase& c : default_kernel_cases(false, {KernelShape{64, 64, 128}})) {
+    KernelMeasurement m = launch("forward", c.q_heads, c.kv_heads, c.local_tokens);
+    m.tiles_per_list = c.tiles_per_list;
+    m.chunks_per_list = c.chunks_per_list;
+    m.columns_per_list = c.columns_per_list;
+    m.key_block_stride = c.key_block_stride;
+    m.placement = "banded";
+    m.tiles = m.lists * c.tiles_per_list;
+    m.column_chunks = m.lists * c.chunks_per_list;
+    m.median_us = predict_kernel_us(grid_truth, m.lists, m.tiles, m.column_chunks) * (1.0 + noise(rng));
+    m.under_filled = launch_under_filled(m, 132);
+    kernels.push_back(m);
+  }
+  for (int replay = 0; replay < 3; ++replay) {
+    std::uniform_int_distribution<int64_t> tiles_per_list(1 + 4 * replay, 12 + 8 * replay);
+    for (int cell = 0; cell < 40; ++cell) {
+      KernelMeasurement m = launch("forward", 32, 4, 32768);
+      m.placement = str("replay:r", replay);
+      m.tiles = m.lists * tiles_per_list(rng);
+      m.column_chunks = m.lists * (cell % 3);
+      m.median_us = predict_kernel_us(cell_truth, m.lists, m.tiles, m.column_chunks) * (1.0 + noise(rng));
+      kernels.push_back(m);
+    }
+  }
+  const size_t forward_rows = kernels.size();
+  for (size_t k = 0; k < forward_rows; ++k) {  // a backward for every launch, to fit both directions
+    KernelMeasurement b = kernels[k];
+    b.direction = "backward";
+    b.median_us *= 3.0;
+    b.under_filled = !is_replayed_cell(b) && launch_under_filled(b, 132);
+    kernels.push_back(b);
+  }
+  std::vector<KernelMeasurement> grid_only;
+  for (const KernelMeasurement& k : kernels) {
+    if (!is_replayed_cell(k)) grid_only.push_back(k);
+  }
+  const DirectionFit with_cells = fit_kernel_measurements(kernels)[0].forward;
+  EXPECT_EQ(with_cells.replays, 3);
+  EXPECT_LE(with_cells.grid_weight, 0.1);
+  EXPECT_EQ(with_cells.replayed_heldout.folds, 3);
+  EXPECT_EQ(with_cells.replayed_heldout.samples, 120);
+  EXPECT_EQ(with_cells.replayed.samples, 120);
+  EXPECT_LT(with_cells.replayed_heldout.median_relative_error, 0.03);
+  const DirectionFit grid_fit = fit_kernel_measurements(grid_only)[0].forward;
+  EXPECT_EQ(grid_fit.replays, 0);
+  EXPECT_EQ(grid_fit.grid_weight, 1.0);
+  const KernelCostCoefficients& g = grid_fit.fit.coefficients;
+  std::vector<double> grid_errors;
+  for (const KernelMeasurement& k : kernels) {
+    if (is_replayed_cell(k) && k.direction == "forward") grid_errors.push_back(predict_kernel_us(g, k.lists, k.tiles, k.column_chunks) / k.median_us - 1.0);
+  }
+  EXPECT_GT(median_and_max_magnitude(grid_errors).first, 3.0 * with_cells.replayed_heldout.median_relative_error);
+}
+
 TEST(KernelCalibration, ThePerKeyBlockTermIsFittedOnlyWhenFilledLaunchesListAPartOfTheirChunk) {
   // Launched key blocks: K/V heads x ceil(local tokens / block_k), hand-counted.
   KernelMeasurement m = launch("backward", 32, 4, 65536);
@@ -238,13 +315,27 @@ std::vector<ShapeFit> refit(const std::string& csv, bool four_terms = false) {
 /// The refit that `calibrate --refit` runs (refit_kernel_calibration) of a shipped run's CSV into
 /// the config that run wrote gives back its calibration: every coefficient and fit figure, and the
 /// file's text itself.
-void expect_shipped(const std::string& csv, const std::string& gpu_file) {
+void expect_shipped(const std::string& csv, const std::string& gpu_file, const std::string& replays = "") {
   SCOPED_TRACE(csv);
   const std::string gpu_text = read_file(std::string(SPARSERING_SOURCE_DIR) + "/configs/gpus/" + gpu_file);
   const GpuConfig gpu = parse_gpu(gpu_text, gpu_file);
   ASSERT_TRUE(gpu.calibration.has_value());
-  const CalibrationRun run =
-      refit_kernel_calibration(read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + csv), csv, gpu);
+  // The replays in the order a shell's glob gives them (`--cells DIR/*/cells.csv`).
+  std::vector<KernelMeasurement> cells;
+  if (!replays.empty()) {
+    std::vector<std::filesystem::path> dirs;
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + replays)) {
+      dirs.push_back(entry.path());
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (const std::filesystem::path& dir : dirs) {
+      const std::vector<KernelMeasurement> rows = parse_replayed_cells(
+          read_file(dir / "cells.csv"), read_file(dir / "validation.json"), dir.string(), gpu.calibration->kernel_build);
+      cells.insert(cells.end(), rows.begin(), rows.end());
+    }
+  }
+  const CalibrationRun run = refit_kernel_calibration(
+      read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + csv), csv, gpu, FitOptions{}, cells);
   const std::vector<ShapeFit>& fits = run.fits;
   ASSERT_EQ(fits.size(), gpu.calibration->shapes.size());
   for (const ShapeFit& fit : fits) {
@@ -275,7 +366,7 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file) {
 
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
   expect_shipped("h100-sxm-kernels-595a2baa-random.csv", "h100-sxm.yaml");
-  expect_shipped("h200-kernels-eec1e0a2-banded.csv", "h200.yaml");
+  expect_shipped("h200-kernels-eec1e0a2-banded.csv", "h200.yaml", "h200-eec1e0a2-replays");
 }
 
 TEST(KernelCalibration, BackwardUnitsOfTheRecordedMeasurements) {

@@ -118,6 +118,39 @@ TEST(KernelFit, RecoversAPerListCost) {
   EXPECT_GT(three.max_relative_error, 0.3);
 }
 
+TEST(KernelFit, WeightsCountLikeRepeatedSamplesAndZeroWeightsAreOnlyScored) {
+  // A sample of weight 2 pulls the fit as the same sample given twice; a sample of weight 0 is left
+  // out of the fit but keeps its place in the residuals.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  const KernelCostCoefficients truth{12.5, 0.0, 0.0081, 0.0133};
+  std::vector<KernelSample> samples = grid(truth, 0.03, rng);
+  std::vector<KernelSample> doubled = samples;
+  doubled.push_back(samples[3]);
+  samples[3].weight = 2.0;
+  const KernelFit weighted = fit_kernel_cost(samples);
+  const KernelFit repeated = fit_kernel_cost(doubled);
+  EXPECT_NEAR(weighted.coefficients.launch_us, repeated.coefficients.launch_us, 1e-9 * repeated.coefficients.launch_us);
+  EXPECT_NEAR(weighted.coefficients.per_tile_us, repeated.coefficients.per_tile_us, 1e-9 * repeated.coefficients.per_tile_us);
+  EXPECT_NEAR(weighted.coefficients.per_vertical_chunk_us, repeated.coefficients.per_vertical_chunk_us,
+              1e-9 * repeated.coefficients.per_vertical_chunk_us);
+
+  std::vector<KernelSample> with_outlier = grid(truth, 0.0, rng);
+  KernelSample outlier = with_outlier[5];
+  outlier.time_us *= 10.0;
+  outlier.weight = 0.0;
+  with_outlier.push_back(outlier);
+  const KernelFit fit = fit_kernel_cost(with_outlier);
+  EXPECT_NEAR(fit.coefficients.per_tile_us, truth.per_tile_us, 1e-10);
+  ASSERT_EQ(fit.relative_errors.size(), with_outlier.size());
+  EXPECT_NEAR(fit.relative_errors.back(), -0.9, 1e-9);  // scored against the exact model
+  std::vector<KernelSample> unweighted = grid(truth, 0.0, rng);
+  for (KernelSample& s : unweighted) s.weight = 0.0;
+  unweighted[0].weight = unweighted[1].weight = 1.0;
+  test::expect_input_error([&] { fit_kernel_cost(unweighted); }, {"at least 3 samples of positive weight, got 2"});
+  unweighted[0].weight = -1.0;
+  test::expect_input_error([&] { fit_kernel_cost(unweighted); }, {"weight must be finite and >= 0"});
+}
+
 TEST(KernelFit, RoundsToFourSignificantDigits) {
   const KernelCostCoefficients c = rounded_coefficients({289.94, 0.0200949, 0.03271449, 0.0900751});
   EXPECT_EQ(c.launch_us, 289.9);

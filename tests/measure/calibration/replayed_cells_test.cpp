@@ -1,0 +1,111 @@
+// Tests of measure/calibration/replayed_cells.hpp: a replay's cells.csv read as launches (shape,
+// counts, time, placement; empty cells left out), the refusals (another kernel build, not a
+// replay, a column missing, key blocks that disagree with the shape, a cell with work and no
+// time), and the shipped replays read back.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "common/atomic_file.hpp"
+#include "measure/calibration/kernel_calibration.hpp"
+#include "measure/calibration/replayed_cells.hpp"
+#include "tests/config/config_test_util.hpp"
+
+namespace sparsering {
+namespace {
+
+using test::expect_input_error;
+
+const char* kHeader =
+    "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,columns,"
+    "column_chunks,key_lists,column_lists,column_items,key_blocks,measured_us,predicted_us\n";
+
+std::string validation(const std::string& build, const std::string& mode = "replay") {
+  return R"({"format": "sparsering-validation", "mode": ")" + mode + R"(", "plan": "c99-test",
+             "calibration": {"this_kernel_build": ")" + build + R"("}})";
+}
+
+TEST(ReplayedCells, RowsWithWorkBecomeLaunchesOfTheReplaysPlacement) {
+  // 16 heads over 2 K/V heads, 8192-token chunk, 64-token blocks: 2 x 128 = 256 key blocks.
+  const std::string csv = std::string(kHeader) +
+                          "forward,0,0,64,64,128,16,2,8192,2048,9000,128,300,40,0,30,40,256,812.5,800\n"
+                          "forward,0,1,64,64,128,16,2,8192,0,0,0,0,0,0,0,0,256,0,0\n"
+                          "backward,1,0,64,64,128,16,2,8192,2048,9000,128,300,40,250,30,40,256,1500.25,1400\n";
+  const std::vector<KernelMeasurement> cells = parse_replayed_cells(csv, validation("sha256:ab"), "cells.csv", "sha256:ab");
+  ASSERT_EQ(cells.size(), 2u);  // the empty cell launches nothing
+  const KernelMeasurement& f = cells[0];
+  EXPECT_EQ(f.direction, "forward");
+  EXPECT_EQ(f.q_heads, 16);
+  EXPECT_EQ(f.kv_heads, 2);
+  EXPECT_EQ(f.local_tokens, 8192);
+  EXPECT_EQ(f.block_q, 64);
+  EXPECT_EQ(f.head_dim, 128);
+  EXPECT_EQ(f.lists, 2048);
+  EXPECT_EQ(f.tiles, 9000);
+  EXPECT_EQ(f.columns, 300);
+  EXPECT_EQ(f.column_chunks, 40);
+  EXPECT_EQ(f.column_lists, 30);
+  EXPECT_EQ(f.column_items, 40);
+  EXPECT_EQ(f.median_us, 812.5);
+  EXPECT_EQ(f.placement, "replay:c99-test");
+  EXPECT_TRUE(is_replayed_cell(f));
+  EXPECT_EQ(launched_key_blocks(f), 256);
+  EXPECT_EQ(cells[1].direction, "backward");
+  EXPECT_EQ(cells[1].key_lists, 250);
+  EXPECT_EQ(cells[1].median_us, 1500.25);
+  KernelMeasurement grid;
+  grid.placement = "banded";
+  EXPECT_FALSE(is_replayed_cell(grid));
+}
+
+TEST(ReplayedCells, RefusesWhatCannotEnterAFit) {
+  const std::string row = "forward,0,0,64,64,128,16,2,8192,2048,9000,128,300,40,0,30,40,256,812.5,800\n";
+  const std::string csv = std::string(kHeader) + row;
+  expect_input_error([&] { parse_replayed_cells(csv, validation("sha256:old"), "r/cells.csv", "sha256:new"); },
+                     {"r/cells.csv", "replayed on kernel build sha256:old", "kernel build sha256:new"});
+  expect_input_error([&] { parse_replayed_cells(csv, validation("sha256:ab", "ring"), "r/cells.csv", "sha256:ab"); },
+                     {"not a replay's"});
+  expect_input_error([&] { parse_replayed_cells(csv, "{not json", "r/cells.csv", "sha256:ab"); },
+                     {"r/cells.csv", "validation.json"});
+  expect_input_error([&] { parse_replayed_cells("direction,block_q\nforward,64\n", validation("x"), "r/cells.csv", "x"); },
+                     {"no column \"block_k\""});
+  std::string wrong_blocks = std::string(kHeader) + row;
+  wrong_blocks.replace(wrong_blocks.find(",256,"), 5, ",255,");
+  expect_input_error([&] { parse_replayed_cells(wrong_blocks, validation("x"), "r/cells.csv", "x"); },
+                     {"r/cells.csv:2", "255 key blocks", "have 256"});
+  std::string no_time = std::string(kHeader) + row;
+  no_time.replace(no_time.find("812.5"), 5, "0");
+  expect_input_error([&] { parse_replayed_cells(no_time, validation("x"), "r/cells.csv", "x"); },
+                     {"r/cells.csv:2", "measured_us > 0"});
+  std::string bad_count = std::string(kHeader) + row;
+  bad_count.replace(bad_count.find("9000"), 4, "-900");
+  expect_input_error([&] { parse_replayed_cells(bad_count, validation("x"), "r/cells.csv", "x"); },
+                     {"r/cells.csv:2", "column tiles"});
+  std::string odd_heads = std::string(kHeader) + row;
+  odd_heads.replace(odd_heads.find(",16,2,"), 6, ",15,2,");
+  expect_input_error([&] { parse_replayed_cells(odd_heads, validation("x"), "r/cells.csv", "x"); },
+                     {"15 heads over 2 K/V heads"});
+}
+
+TEST(ReplayedCells, TheShippedReplaysReadBackForTheirKernelBuild) {
+  // Every replay the H200 calibration fits (docs/calibration.md, "Replayed ring cells") is of the
+  // kernel build that calibration records, and its rows are launches of one replay each.
+  const std::filesystem::path root = std::filesystem::path(SPARSERING_SOURCE_DIR) / "docs/calibration/h200-eec1e0a2-replays";
+  const std::string build = "sha256:eec1e0a2cf85b7a6a8875078208e58d203e4afb71e3d758a7fb8aa8ce44d6698";
+  int replays = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    const std::vector<KernelMeasurement> cells = parse_replayed_cells(
+        read_file(entry.path() / "cells.csv"), read_file(entry.path() / "validation.json"), entry.path().string(), build);
+    ASSERT_FALSE(cells.empty()) << entry.path();
+    for (const KernelMeasurement& k : cells) {
+      EXPECT_EQ(k.placement, "replay:" + entry.path().filename().string());
+      EXPECT_GT(k.median_us, 0.0);
+    }
+    ++replays;
+  }
+  EXPECT_EQ(replays, 11);
+}
+
+}  // namespace
+}  // namespace sparsering

@@ -104,7 +104,7 @@ TEST(ReplayedCells, TheShippedReplaysReadBackForTheirKernelBuild) {
     }
     ++replays;
   }
-  EXPECT_EQ(replays, 11);
+  EXPECT_EQ(replays, 18);
 }
 
 }  // namespace

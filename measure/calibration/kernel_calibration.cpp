@@ -1,15 +1,14 @@
-// The CSV reader looks columns up by header name, so files with extra columns (written by later
-// versions) still read; numbers go through std::stod / std::stoll with the whole cell consumed.
+// The CSV reader is measure/calibration/csv_rows.hpp (columns by header name, whole cells parsed).
 #include "measure/calibration/kernel_calibration.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include "common/error.hpp"
 #include "kernels/index/count_sparse_index.hpp"
+#include "measure/calibration/csv_rows.hpp"
 #include "measure/calibration/link_fit.hpp"
 #include "measure/calibration/replayed_cells.hpp"
 #include "measure/calibration/synthetic_index.hpp"
@@ -17,15 +16,6 @@
 
 namespace sparsering {
 namespace {
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> cells;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) cells.push_back(cell);
-  if (!line.empty() && line.back() == ',') cells.emplace_back();
-  return cells;
-}
 
 KernelShape shape_of(const KernelMeasurement& m) { return {m.block_q, m.block_k, m.head_dim}; }
 
@@ -318,93 +308,50 @@ CalibratedShape calibrated_shape(const ShapeFit& fit) {
 }
 
 std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& text, std::string_view source_name) {
-  std::istringstream in(text);
-  std::string line;
-  require(static_cast<bool>(std::getline(in, line)), source_name, ": empty file, expected a header row");
-  std::map<std::string, size_t> column;
-  const std::vector<std::string> header = split_csv_line(line);
-  for (size_t k = 0; k < header.size(); ++k) column[header[k]] = k;
-  const char* required[] = {"direction", "q_heads", "kv_heads", "local_tokens", "block_q", "block_k", "head_dim",
-                            "tiles_per_list", "chunks_per_list", "lists", "tiles", "column_chunks", "repeats",
-                            "median_us", "min_us", "max_us", "under_filled"};
-  for (const char* name : required) require(column.count(name) == 1, source_name, ": no column \"", name, "\" in the header");
+  static constexpr const char* kRequired[] = {"direction", "q_heads", "kv_heads", "local_tokens", "block_q", "block_k",
+                                              "head_dim", "tiles_per_list", "chunks_per_list", "lists", "tiles",
+                                              "column_chunks", "repeats", "median_us", "min_us", "max_us",
+                                              "under_filled"};
+  CsvRows rows(text, source_name, kRequired);
   std::vector<KernelMeasurement> result;
-  int64_t line_number = 1;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.empty()) continue;
-    const std::vector<std::string> cells = split_csv_line(line);
-    require(cells.size() >= header.size(), source_name, ":", line_number, ": ", cells.size(), " cells, the header has ",
-            header.size());
-    const auto cell = [&](const char* name) -> const std::string& { return cells[column.at(name)]; };
-    const auto integer = [&](const char* name) {
-      size_t used = 0;
-      int64_t value = 0;
-      try {
-        value = std::stoll(cell(name), &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      require(used > 0 && used == cell(name).size() && value >= 0, source_name, ":", line_number, ": column ", name,
-              " must be an integer >= 0, got \"", cell(name).substr(0, 32), "\"");
-      return value;
-    };
-    const auto number = [&](const char* name) {
-      size_t used = 0;
-      double value = 0.0;
-      try {
-        value = std::stod(cell(name), &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      require(used > 0 && used == cell(name).size() && std::isfinite(value) && value >= 0.0, source_name, ":", line_number,
-              ": column ", name, " must be a finite number >= 0, got \"", cell(name).substr(0, 32), "\"");
-      return value;
-    };
-    const auto int32 = [&](const char* name) {
-      const int64_t value = integer(name);
-      require(value <= (int64_t{1} << 30), source_name, ":", line_number, ": column ", name, " is too large: ", value);
-      return static_cast<int32_t>(value);
-    };
+  while (rows.next()) {
+    const auto int32 = [&](const char* name) { return static_cast<int32_t>(rows.integer(name, int64_t{1} << 30)); };
     KernelMeasurement m;
-    m.direction = cell("direction");
-    require(m.direction == "forward" || m.direction == "backward", source_name, ":", line_number,
+    m.direction = rows.cell("direction");
+    require(m.direction == "forward" || m.direction == "backward", rows.where(),
             ": column direction must be forward or backward, got \"", m.direction.substr(0, 32), "\"");
     m.q_heads = int32("q_heads");
     m.kv_heads = int32("kv_heads");
-    m.local_tokens = integer("local_tokens");
+    m.local_tokens = rows.integer("local_tokens");
     m.block_q = int32("block_q");
     m.block_k = int32("block_k");
     m.head_dim = int32("head_dim");
     m.tiles_per_list = int32("tiles_per_list");
     m.chunks_per_list = int32("chunks_per_list");
-    m.lists = integer("lists");
-    m.tiles = integer("tiles");
-    m.column_chunks = integer("column_chunks");
+    m.lists = rows.integer("lists");
+    m.tiles = rows.integer("tiles");
+    m.column_chunks = rows.integer("column_chunks");
     m.repeats = int32("repeats");
-    m.median_us = number("median_us");
-    m.min_us = number("min_us");
-    m.max_us = number("max_us");
-    m.under_filled = integer("under_filled") != 0;
-    if (column.count("placement") == 1) m.placement = cell("placement");  // absent in the first H100 data: random
-    if (column.count("key_block_stride") == 1) {  // absent before strides: every key block
+    m.median_us = rows.number("median_us");
+    m.min_us = rows.number("min_us");
+    m.max_us = rows.number("max_us");
+    m.under_filled = rows.integer("under_filled") != 0;
+    if (rows.has("placement")) m.placement = rows.cell("placement");  // absent in the first H100 data: random
+    if (rows.has("key_block_stride")) {  // absent before strides: every key block
       m.key_block_stride = int32("key_block_stride");
-      require(m.key_block_stride >= 1, source_name, ":", line_number, ": column key_block_stride must be >= 1, got ",
-              m.key_block_stride);
+      require(m.key_block_stride >= 1, rows.where(), ": column key_block_stride must be >= 1, got ", m.key_block_stride);
     }
     // Absent before the backward's units were recorded; -1 = not recorded.
-    const auto optional_integer = [&](const char* name) -> int64_t {
-      if (column.count(name) == 0 || cell(name) == "-1") return -1;
-      return integer(name);
+    const auto optional_integer = [&](const char* name, int64_t most = INT64_MAX) -> int64_t {
+      if (!rows.has(name) || rows.cell(name) == "-1") return -1;
+      return rows.integer(name, most);
     };
-    const int64_t columns_per_list = optional_integer("columns_per_list");
-    require(columns_per_list <= (int64_t{1} << 30), source_name, ":", line_number, ": column columns_per_list is too large");
-    m.columns_per_list = static_cast<int32_t>(columns_per_list);
+    m.columns_per_list = static_cast<int32_t>(optional_integer("columns_per_list", int64_t{1} << 30));
     m.key_lists = optional_integer("key_lists");
     m.column_lists = optional_integer("column_lists");
     m.column_items = optional_integer("column_items");
     m.columns = optional_integer("columns");
-    if (column.count("key_pass_us") == 1 && cell("key_pass_us") != "-1") m.key_pass_us = number("key_pass_us");
+    if (rows.has("key_pass_us") && rows.cell("key_pass_us") != "-1") m.key_pass_us = rows.number("key_pass_us");
     result.push_back(m);
   }
   return result;

@@ -10,6 +10,16 @@
 #   results.tgz                               all of it plus the logs (environment, build, runs)
 # and print the fit tables last. The configs are updated in place in this tree too (a copy on the
 # device machine), so a validation run after it uses the fresh calibration.
+# Then, unless REPLAYS=0 or only the calibrate-only binary built, every plan of REPLAY_PLANS is
+# replayed on this GPU (`validate --replay`, traces from TRACE_PRIOR) and each config is refitted
+# with the grid and those ring cells (`calibrate --refit ... --cells ...`, docs/calibration.md
+# "Replayed ring cells"):
+#   replays/<gpu>/<plan>/cells.csv, validation.json   the replays (what the refit fitted)
+#   raw/refit/calibration-<gpu>.json, -kernels.csv     the refit
+#   REPLAYS=1|0                             replay and refit (default 1)
+#   REPLAY_PLANS=configs/plans/calibration  the calibration replays (held out from the validation matrix)
+#   TRACE_PRIOR=configs/sparsity/llama-3-8b-262k.yaml   sparsity prior of their traces
+#   REPLAY_CASE_S=90                        timeout of one replay
 #   GPU_CONFIGS="configs/gpus/a.yaml ..."   configs to calibrate (default: those matching the GPU)
 #   GPU_CONFIG=configs/gpus/a.yaml          the same, one config (kept for measure/device/run_all_on_device.sh)
 #   CLUSTER=configs/clusters/x.yaml         cluster whose LEVEL gets the measured hop curve (2+ GPUs)
@@ -30,6 +40,10 @@ LEVEL=${LEVEL:-intra_node}
 CALIBRATE_ARGS=${CALIBRATE_ARGS-"--repeats 7 --banded"}
 TARGET=${CALIBRATE_TARGET:-sparsering}
 BUILD=${BUILD:-build-calibrate}
+REPLAYS=${REPLAYS:-1}
+REPLAY_PLANS=${REPLAY_PLANS:-configs/plans/calibration}
+TRACE_PRIOR=${TRACE_PRIOR:-configs/sparsity/llama-3-8b-262k.yaml}
+REPLAY_CASE_S=${REPLAY_CASE_S:-90}
 start=$(date +%s)
 stamp() { echo "[device $(( $(date +%s) - start ))s] $*"; }
 
@@ -123,6 +137,49 @@ PY
   stamp "GEMM: $(tail -1 "$WORK/logs/gemm.log")"
 fi
 
+# Replays every plan of REPLAY_PLANS on this GPU, predicted on a cluster whose GPU is $1, then
+# refits $1 with the grid run's measurements and the replays' cells.
+replay_calibration() {
+  local config=$1 name=$2 plan plan_name model tokens trace cells=()
+  local dir="$OUT/replays/$name"
+  mkdir -p "$dir" "$WORK/replay-plans" "$WORK/traces"
+  sed "s|^gpu: .*|gpu: $PWD/$config|" configs/clusters/h200-16x8-ndr.yaml > "$WORK/replay-plans/cluster.yaml"
+  for plan in "$REPLAY_PLANS"/*.yaml; do
+    plan_name=$(basename "$plan" .yaml)
+    model=$(sed -n 's|^model: .*/models/\(.*\)\.yaml|\1|p' "$plan")
+    tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
+    local trace_arg=()
+    if grep -q "enabled: true" "$plan"; then
+      trace=$WORK/traces/$model-$tokens.safetensors
+      [ -f "$trace" ] || $BIN trace synth --model "configs/models/$model.yaml" --prior "$TRACE_PRIOR" --seq-len "$tokens" \
+        --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null 2>> "$WORK/logs/traces.log"
+      trace_arg=(--trace "$trace")
+    fi
+    sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $WORK/replay-plans/cluster.yaml|" \
+      "$plan" > "$WORK/replay-plans/$plan_name.yaml"
+    if timeout "$REPLAY_CASE_S" $BIN validate "$WORK/replay-plans/$plan_name.yaml" "${trace_arg[@]}" --replay --layer 12 \
+         --iterations 3 --out "$dir/$plan_name" --force > "$WORK/logs/replay-$name-$plan_name.log" 2>&1; then
+      rm -f "$dir/$plan_name/timeline.json"
+      cells+=("$dir/$plan_name/cells.csv")
+    else
+      stamp "replay $plan_name FAILED: $(tail -2 "$WORK/logs/replay-$name-$plan_name.log" | tr '\n' ' ')"
+      rm -rf "${dir:?}/$plan_name"
+    fi
+  done
+  stamp "replayed ${#cells[@]} calibration plans for $config"
+  [ ${#cells[@]} -ge 2 ] || { stamp "fewer than two replays: $config keeps the grid's fit"; return 1; }
+  mkdir -p "$WORK/raw/refit" "$OUT/raw/refit"
+  $BIN --out "$WORK/raw/refit" --force calibrate --gpu "$config" --refit "$WORK/raw/calibration-$name-kernels.csv" \
+    --cells "${cells[@]}" > "$WORK/logs/refit-$name.txt" 2> "$WORK/logs/refit-$name.log"
+  local code=$?
+  stamp "refit $config with ${#cells[@]} replays: exit $code"
+  cp "$config" "$OUT/configs/"
+  cp "$WORK/raw/refit/calibration-$name"* "$OUT/raw/refit/" 2>/dev/null
+  { echo "== $config refitted with ${#cells[@]} replays ($gpu_name): exit $code"; cat "$WORK/logs/refit-$name.txt"; } \
+    >> "$OUT/summary.txt"
+  return $code
+}
+
 status=0
 first=1
 : > "$OUT/summary.txt"
@@ -153,9 +210,16 @@ for config in $configs; do
   cp "$WORK/raw/calibration-$name"* "$OUT/raw/" 2>/dev/null
   { echo "== $config ($gpu_name): exit $code"; cat "$WORK/logs/calibrate-$name.txt"; } >> "$OUT/summary.txt"
   first=0
+  if [ "$code" = 0 ] && [ "$REPLAYS" = 1 ]; then
+    if [ "$TARGET" != sparsering ]; then
+      stamp "no replays for $config: only the calibrate-only binary built (validate is not in it)"
+      continue
+    fi
+    replay_calibration "$config" "$name" || status=1
+  fi
 done
 cp "$OUT/summary.txt" "$WORK/logs/"
-tar czf "$OUT/results.tgz" -C "$WORK" logs raw -C "$OUT" configs 2>/dev/null
-stamp "wrote $OUT (configs/, raw/, summary.txt, results.tgz)"
+tar czf "$OUT/results.tgz" -C "$WORK" logs raw -C "$OUT" configs $( [ -d "$OUT/replays" ] && echo replays) 2>/dev/null
+stamp "wrote $OUT (configs/, raw/, replays/, summary.txt, results.tgz)"
 cat "$OUT/summary.txt"
 exit $status

@@ -4,7 +4,8 @@
 # its ring in turn on this GPU) and compared with the simulator's prediction for the same layer,
 # predicted on this GPU kind's cluster and calibration.
 #   1. build `sparsering` (CUDA, sm_90a, Release) in $BUILD, as the other device scripts do;
-#   2. unless CALIBRATE=0, calibrate this GPU first (measure/device/run_calibrate_on_device.sh),
+#   2. unless CALIBRATE=0, calibrate this GPU first (measure/device/run_calibrate_on_device.sh: the
+#      benchmark grid, then the calibration replays and the refit with their cells, about 4 minutes),
 #      keeping the calibrated GPU config in $BUILD/matrix/<kind>/ (the tree's config is never
 #      used stale: with CALIBRATE=0 a calibration made by an earlier call of this script on the
 #      same machine is reused, and the script stops if there is none);

@@ -317,7 +317,9 @@ std::vector<ShapeFit> refit(const std::string& csv, bool four_terms = false) {
 /// file's text itself.
 void expect_shipped(const std::string& csv, const std::string& gpu_file, const std::string& replays = "") {
   SCOPED_TRACE(csv);
-  const std::string gpu_text = read_file(std::string(SPARSERING_SOURCE_DIR) + "/configs/gpus/" + gpu_file);
+  // A bare name is a shipped config; a path is relative to the source tree.
+  const std::string gpu_text = read_file(std::string(SPARSERING_SOURCE_DIR) +
+                                         (gpu_file.find('/') == std::string::npos ? "/configs/gpus/" : "/") + gpu_file);
   const GpuConfig gpu = parse_gpu(gpu_text, gpu_file);
   ASSERT_TRUE(gpu.calibration.has_value());
   // The replays in the order a shell's glob gives them (`--cells DIR/*/cells.csv`).
@@ -367,6 +369,10 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
   expect_shipped("h100-sxm-kernels-595a2baa-random.csv", "h100-sxm.yaml");
   expect_shipped("h200-kernels-eec1e0a2-banded.csv", "h200.yaml", "h200-eec1e0a2-replays");
+  // The repeat: grid and replays measured again in one device call, refitted there; the same fit
+  // from its files here.
+  expect_shipped("h200-eec1e0a2-repeat/h200-kernels-banded.csv", "docs/calibration/h200-eec1e0a2-repeat/h200.yaml",
+                 "h200-eec1e0a2-repeat/replays");
 }
 
 TEST(KernelCalibration, BackwardUnitsOfTheRecordedMeasurements) {

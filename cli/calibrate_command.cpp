@@ -52,6 +52,13 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
     require(gpu.calibration.has_value(), gpu_path.string(), " has no calibration to fit replayed cells into");
     const std::vector<KernelMeasurement> cells_of_replay = parse_replayed_cells(
         read_file(cells_path), read_file(validation_path), cells, gpu.calibration->kernel_build);
+    if (cells_of_replay.empty()) continue;
+    // One replay per plan: the same plan twice would count its cells twice as one replay.
+    for (const KernelMeasurement& earlier : replayed) {
+      require(earlier.placement != cells_of_replay.front().placement, "--cells ", cells, ": plan ",
+              cells_of_replay.front().placement.substr(kReplayedPlacement.size()),
+              " is already given by another --cells file");
+    }
     replayed.insert(replayed.end(), cells_of_replay.begin(), cells_of_replay.end());
   }
   const CalibrationRun run =

@@ -36,7 +36,12 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
             cell.block_q, "x", cell.block_k, "x", cell.head_dim, ", which ", csv_name,
             " does not measure: the benchmark grid separates the terms, cells alone do not");
   }
-  run.kernels.insert(run.kernels.end(), replayed.begin(), replayed.end());
+  // Replays in the order of their names, whatever order they were given in: the held-out folds
+  // number cases by first appearance.
+  std::vector<KernelMeasurement> cells = replayed;
+  std::stable_sort(cells.begin(), cells.end(),
+                   [](const KernelMeasurement& a, const KernelMeasurement& b) { return a.placement < b.placement; });
+  run.kernels.insert(run.kernels.end(), cells.begin(), cells.end());
   int64_t reflagged = 0;
   for (KernelMeasurement& k : run.kernels) {
     const bool under = launch_under_filled(k, gpu.sm_count);

@@ -9,7 +9,7 @@
 namespace sparsering {
 
 HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<const int64_t> case_ids, int64_t folds,
-                           uint64_t seed, const KernelTerms& terms) {
+                           uint64_t seed, const KernelTerms& terms, const TrainingFit& fit_training) {
   require(samples.size() == case_ids.size(), "held-out error: ", samples.size(), " samples but ", case_ids.size(),
           " case ids");
   require(folds >= 2, "held-out error needs at least 2 folds, got ", folds);
@@ -32,12 +32,16 @@ HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<cons
   out.relative_errors.assign(samples.size(), 0.0);
   for (int64_t fold = 0; fold < folds; ++fold) {
     std::vector<KernelSample> training;
+    std::vector<size_t> training_indices;
     for (size_t k = 0; k < samples.size(); ++k) {
-      if (fold_of.at(case_ids[k]) != fold) training.push_back(samples[k]);
+      if (fold_of.at(case_ids[k]) != fold) {
+        training.push_back(samples[k]);
+        training_indices.push_back(k);
+      }
     }
     KernelCostCoefficients c;
     try {
-      c = rounded_coefficients(fit_kernel_cost(training, terms).coefficients);
+      c = fit_training ? fit_training(training_indices) : rounded_coefficients(fit_kernel_cost(training, terms).coefficients);
     } catch (const InputError& error) {
       throw InputError(str("held-out fold ", fold + 1, " of ", folds, " (seed ", seed, "): ", error.what()));
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -29,7 +30,12 @@ struct HeldOutError {
 /// samples of the other folds and predicts the fold's samples. Throws InputError when the sizes
 /// differ, folds < 2, there are fewer distinct cases than folds, or a fold's training samples
 /// cannot be fitted (the message names the fold).
+/// `fit_training`, when given, makes each fold's coefficients from the indices of its training
+/// samples instead (a fit whose weights or choices depend on the samples it is given must make them
+/// again from the training samples alone, or the held-out error leaks).
+using TrainingFit = std::function<KernelCostCoefficients(const std::vector<size_t>& training)>;
 HeldOutError heldout_error(std::span<const KernelSample> samples, std::span<const int64_t> case_ids, int64_t folds,
-                           uint64_t seed, const KernelTerms& terms = KernelTerms::four_terms());
+                           uint64_t seed, const KernelTerms& terms = KernelTerms::four_terms(),
+                           const TrainingFit& fit_training = {});
 
 }  // namespace sparsering

@@ -64,16 +64,26 @@ KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std:
 
 namespace {
 
-/// The median |error| of each replay's cells predicted by the fit (weights of `grid_weight`)
-/// without that replay, and those errors in the launches' order (0 for grid launches).
-HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launches,
-                              const std::vector<KernelSample>& samples, double grid_weight, const KernelTerms& terms) {
+/// The distinct replays among `launches`, in order of first appearance.
+std::vector<std::string> replay_names(const std::vector<const KernelMeasurement*>& launches) {
   std::vector<std::string> replays;
   for (const KernelMeasurement* k : launches) {
     if (is_replayed_cell(*k) && std::find(replays.begin(), replays.end(), k->placement) == replays.end()) {
       replays.push_back(k->placement);
     }
   }
+  return replays;
+}
+
+int64_t replays_among(const std::vector<const KernelMeasurement*>& launches) {
+  return static_cast<int64_t>(replay_names(launches).size());
+}
+
+/// The median |error| of each replay's cells predicted by the fit (weights of `grid_weight`)
+/// without that replay, and those errors in the launches' order (0 for grid launches).
+HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launches,
+                              const std::vector<KernelSample>& samples, double grid_weight, const KernelTerms& terms) {
+  const std::vector<std::string> replays = replay_names(launches);
   HeldOutError out;
   out.folds = static_cast<int64_t>(replays.size());
   out.relative_errors.assign(samples.size(), 0.0);
@@ -135,30 +145,45 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
   }
   DirectionFit fit;
   try {
-    std::vector<std::string> replays;
-    for (const KernelMeasurement* k : filled_launches) {
-      if (is_replayed_cell(*k) && std::find(replays.begin(), replays.end(), k->placement) == replays.end()) {
-        replays.push_back(k->placement);
-      }
-    }
-    fit.replays = static_cast<int64_t>(replays.size());
-    if (fit.replays >= 2) {
-      double best = 0.0;
-      for (const double weight : kGridWeights) {
-        const HeldOutError held = replays_held_out(filled_launches, filled, weight, terms);
-        if (weight == kGridWeights[0] || held.median_relative_error < best) {
-          best = held.median_relative_error;
-          fit.grid_weight = weight;
-          fit.replayed_heldout = held;
+    // The grid's weight, chosen on the replays among `launches`, and the fit it gives; the held-out
+    // folds call it again on their training launches alone.
+    const auto choose_and_fit = [&](const std::vector<const KernelMeasurement*>& launches, std::vector<KernelSample> samples,
+                                    double& grid_weight, HeldOutError& chosen_heldout) {
+      grid_weight = 1.0;
+      if (replays_among(launches) >= 2) {
+        double best = 0.0;
+        for (const double weight : kGridWeights) {
+          const HeldOutError held = replays_held_out(launches, samples, weight, terms);
+          if (weight == kGridWeights[0] || held.median_relative_error < best) {
+            best = held.median_relative_error;
+            grid_weight = weight;
+            chosen_heldout = held;
+          }
         }
       }
-    }
-    const std::vector<double> weights = launch_weights(filled_launches, fit.grid_weight);
-    for (size_t k = 0; k < filled.size(); ++k) filled[k].weight = weights[k];
-    const KernelCostCoefficients c = rounded_coefficients(fit_kernel_cost(filled, terms).coefficients);
+      const std::vector<double> weights = launch_weights(launches, grid_weight);
+      for (size_t k = 0; k < samples.size(); ++k) samples[k].weight = weights[k];
+      return rounded_coefficients(fit_kernel_cost(samples, terms).coefficients);
+    };
+    fit.replays = replays_among(filled_launches);
+    const KernelCostCoefficients c = choose_and_fit(filled_launches, filled, fit.grid_weight, fit.replayed_heldout);
     fit.fit = evaluate_kernel_cost(c, filled);
     fit.under = evaluate_kernel_cost(c, under);
-    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed, terms);
+    TrainingFit fold_fit;
+    if (fit.replays > 0) {
+      fold_fit = [&](const std::vector<size_t>& training) {
+        std::vector<const KernelMeasurement*> launches;
+        std::vector<KernelSample> samples;
+        for (const size_t k : training) {
+          launches.push_back(filled_launches[k]);
+          samples.push_back(filled[k]);
+        }
+        double weight = 1.0;
+        HeldOutError unused;
+        return choose_and_fit(launches, std::move(samples), weight, unused);
+      };
+    }
+    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed, terms, fold_fit);
     if (fit.replays > 0) {
       std::vector<KernelSample> cells;
       for (size_t k = 0; k < filled.size(); ++k) {

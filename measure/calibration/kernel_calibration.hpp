@@ -51,8 +51,10 @@ struct DirectionFit {
   std::vector<ResidualGroup> by_local_tokens;  ///< fit residuals by local length, ascending
   std::vector<ResidualGroup> by_group;         ///< by query heads per KV head, ascending
   /// With replayed ring cells (replayed_cells.hpp) among the launches: how many replays, the weight
-  /// of the benchmark grid chosen for them (grid_weight_for_replays), the coefficients on the cells
-  /// alone, and each replay's cells predicted by a fit without that replay (folds = replays).
+  /// of the benchmark grid chosen for them (fit_kernel_measurements), the coefficients on the cells
+  /// alone, and each replay's cells predicted by a fit without that replay at the chosen weight
+  /// (folds = replays): the selection's own criterion, so its minimum over kGridWeights; `heldout`
+  /// is the held-out error of the whole procedure (each fold chooses its weight again).
   int64_t replays = 0;
   double grid_weight = 1.0;
   KernelFit replayed;
@@ -71,7 +73,7 @@ struct FitOptions {
 };
 
 /// The relative weights of the benchmark grid against replayed ring cells that a fit with replays
-/// chooses from (grid_weight_for_replays).
+/// chooses from (fit_kernel_measurements).
 inline constexpr double kGridWeights[] = {0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0};
 
 /// The fit's weights of one shape and direction's filled launches when some are replayed ring
@@ -85,7 +87,8 @@ std::vector<double> launch_weights(const std::vector<const KernelMeasurement*>& 
 /// replayed ring cells of two or more replays are among the launches, the grid's weight is the one
 /// of kGridWeights whose fits, each without one replay, predict the left-out replays' cells best
 /// (smallest median |error|; the smaller weight on a tie): how much the synthetic grid should pull
-/// is decided by cells it was not fitted to, not assumed.
+/// is decided by cells it was not fitted to, not assumed. The k-fold held-out error runs the whole
+/// procedure (weights and the choice of the grid's weight) on each fold's training launches.
 /// Throws InputError (naming shape and direction) when a direction has fewer filled launches
 /// than the fit or the folds need.
 std::vector<ShapeFit> fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const FitOptions& options = {});

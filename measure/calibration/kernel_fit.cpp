@@ -138,9 +138,11 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTer
     for (Eigen::Index r = 0; r < rows; ++r) {
       const KernelSample& s = weighted[static_cast<size_t>(r)];
       const std::array<double, kTerms> f = features(s);
-      const double scale = std::sqrt(s.weight) / s.time_us;
-      for (size_t c = 0; c < columns.size(); ++c) a(r, static_cast<Eigen::Index>(c)) = f[static_cast<size_t>(columns[c])] * scale;
-      b(r) = std::sqrt(s.weight);
+      const double root = std::sqrt(s.weight);  // exactly 1 for weight 1: unweighted fits as before
+      for (size_t c = 0; c < columns.size(); ++c) {
+        a(r, static_cast<Eigen::Index>(c)) = f[static_cast<size_t>(columns[c])] / s.time_us * root;
+      }
+      b(r) = root;
     }
     const Eigen::VectorXd x = a.colPivHouseholderQr().solve(b);
     beta = {};

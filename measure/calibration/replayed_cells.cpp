@@ -19,6 +19,11 @@ std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv
     require(doc.value("format", "") == "sparsering-validation" && doc.value("mode", "") == "replay", source_name,
             ": the validation.json beside it is not a replay's (format sparsering-validation, mode replay)");
     plan = doc.at("plan").get<std::string>();
+    // A prediction made again (`validate --measured`) stamps this binary's build on a measurement
+    // of whatever kernels ran then: its cells say nothing of this build.
+    require(!doc.value("provenance", nlohmann::json::object()).contains("predicted_again"), source_name,
+            ": the validation.json beside it was predicted again from an earlier measurement (--measured); give the "
+            "replay's own files, which name the kernels it ran");
     const std::string measured_on = doc.at("calibration").at("this_kernel_build").get<std::string>();
     require(measured_on == kernel_build, source_name, ": replayed on kernel build ", measured_on,
             ", the calibration is of kernel build ", kernel_build, ": a replay of other kernels cannot enter its fit");
@@ -45,8 +50,9 @@ std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv
     m.head_dim = static_cast<int32_t>(rows.integer("head_dim", kSizeMost));
     m.q_heads = static_cast<int32_t>(rows.integer("heads", kSizeMost));
     m.kv_heads = static_cast<int32_t>(rows.integer("kv_heads", kSizeMost));
-    m.local_tokens = rows.integer("chunk_tokens");
-    require(m.block_q >= 1 && m.block_k >= 1 && m.head_dim >= 1 && m.kv_heads >= 1 && m.q_heads % m.kv_heads == 0,
+    m.local_tokens = rows.integer("chunk_tokens", int64_t{1} << 40);
+    require(m.block_q >= 1 && m.block_k >= 1 && m.head_dim >= 1 && m.kv_heads >= 1 && m.q_heads >= 1 &&
+                m.q_heads % m.kv_heads == 0,
             rows.where(), ": shape ", m.block_q, "x", m.block_k, "x", m.head_dim, " with ", m.q_heads, " heads over ",
             m.kv_heads, " K/V heads is not a launch");
     m.lists = rows.integer("lists");

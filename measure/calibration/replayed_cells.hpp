@@ -31,8 +31,8 @@ bool is_replayed_cell(const KernelMeasurement& m);
 /// plan and the kernel build the replay ran, which must be `kernel_build` (the calibration's), so
 /// that no replay of other kernels enters a fit. Throws InputError naming `source_name` (and the
 /// line) for a missing column, a bad value, a row whose key blocks disagree with its shape, a
-/// measured time <= 0 for a cell with work, a validation.json that is not a replay's, or another
-/// kernel build.
+/// measured time <= 0 for a cell with work, a validation.json that is not a replay's or was
+/// predicted again from an earlier measurement (`validate --measured`), or another kernel build.
 std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv, const std::string& validation_json,
                                                     std::string_view source_name, std::string_view kernel_build);
 

@@ -112,7 +112,7 @@ for plan in "$PLANS"/*.yaml; do
   trace_arg=""
   if grep -q "enabled: true" "$plan"; then
     trace=$TRACES/$model-$tokens$prior_tag.safetensors
-    [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" "${prior_arg[@]}" --seq-len "$tokens" \
+    [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" ${prior_arg[@]+"${prior_arg[@]}"} --seq-len "$tokens" \
       --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null 2>> "$WORK/logs/traces.log"
     trace_arg="--trace $trace"
   fi

@@ -159,6 +159,13 @@ TEST_F(CalibrateRefitCli, FitsReplayedCellsOfTheSameKernelsWithTheRun) {
               120);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "no validation.json beside it")) << r.output;
+  // The same plan twice (here a copy in another folder) would count its cells twice.
+  write_replay(dir_ / "copy", "r1", "unknown", 5);
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
+                  " --cells " + path("r1/cells.csv") + " " + path("copy/cells.csv"),
+              120);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "plan r1 is already given by another --cells file")) << r.output;
   r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --cells " + path("r0/cells.csv"),
               120);
   EXPECT_EQ(r.code, 2) << r.output;

@@ -82,6 +82,17 @@ TEST(ReplayedCells, RefusesWhatCannotEnterAFit) {
   bad_count.replace(bad_count.find("9000"), 4, "-900");
   expect_input_error([&] { parse_replayed_cells(bad_count, validation("x"), "r/cells.csv", "x"); },
                      {"r/cells.csv:2", "column tiles"});
+  const std::string again = R"({"format": "sparsering-validation", "mode": "replay", "plan": "c99-test",
+      "calibration": {"this_kernel_build": "x"}, "provenance": {"predicted_again": {"commit": "abc"}}})";
+  expect_input_error([&] { parse_replayed_cells(csv, again, "r/cells.csv", "x"); }, {"predicted again", "--measured"});
+  std::string no_heads = std::string(kHeader) + row;
+  no_heads.replace(no_heads.find(",16,2,"), 6, ",0,2,");
+  expect_input_error([&] { parse_replayed_cells(no_heads, validation("x"), "r/cells.csv", "x"); },
+                     {"0 heads over 2 K/V heads"});
+  std::string huge_chunk = std::string(kHeader) + row;
+  huge_chunk.replace(huge_chunk.find(",8192,"), 6, ",9223372036854775807,");
+  expect_input_error([&] { parse_replayed_cells(huge_chunk, validation("x"), "r/cells.csv", "x"); },
+                     {"r/cells.csv:2", "column chunk_tokens", "<= 1099511627776"});
   std::string odd_heads = std::string(kHeader) + row;
   odd_heads.replace(odd_heads.find(",16,2,"), 6, ",15,2,");
   expect_input_error([&] { parse_replayed_cells(odd_heads, validation("x"), "r/cells.csv", "x"); },

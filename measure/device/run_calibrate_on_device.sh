@@ -137,33 +137,22 @@ PY
   stamp "GEMM: $(tail -1 "$WORK/logs/gemm.log")"
 fi
 
-# Replays every plan of REPLAY_PLANS on this GPU, predicted on a cluster whose GPU is $1, then
-# refits $1 with the grid run's measurements and the replays' cells.
+# Replays every plan of REPLAY_PLANS on this GPU (measure/device/replay_plan.sh), predicted on a
+# cluster whose GPU is $1, then refits $1 with the grid run's measurements and the replays' cells.
+source measure/device/replay_plan.sh
 replay_calibration() {
-  local config=$1 name=$2 plan plan_name model tokens trace cells=()
+  local config=$1 name=$2 plan plan_name cells=()
   local dir="$OUT/replays/$name"
-  mkdir -p "$dir" "$WORK/replay-plans" "$WORK/traces"
+  mkdir -p "$dir" "$WORK/replay-plans"
   sed "s|^gpu: .*|gpu: $(realpath "$config")|" configs/clusters/h200-16x8-ndr.yaml > "$WORK/replay-plans/cluster.yaml"
   for plan in "$REPLAY_PLANS"/*.yaml; do
     plan_name=$(basename "$plan" .yaml)
-    model=$(sed -n 's|^model: .*/models/\(.*\)\.yaml|\1|p' "$plan")
-    tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
-    local trace_arg=()
-    if grep -q "enabled: true" "$plan"; then
-      trace=$WORK/traces/$model-$tokens.safetensors
-      [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" --prior "$TRACE_PRIOR" --seq-len "$tokens" \
-        --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null 2>> "$WORK/logs/traces.log"
-      trace_arg=(--trace "$trace")
-    fi
-    sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $WORK/replay-plans/cluster.yaml|" \
-      "$plan" > "$WORK/replay-plans/$plan_name.yaml"
-    if timeout "$REPLAY_CASE_S" "$BIN" validate "$WORK/replay-plans/$plan_name.yaml" ${trace_arg[@]+"${trace_arg[@]}"} --replay --layer 12 \
-         --iterations 3 --out "$dir/$plan_name" --force > "$WORK/logs/replay-$name-$plan_name.log" 2>&1; then
-      rm -f "$dir/$plan_name/timeline.json"
+    local log="$WORK/logs/replay-$name-$plan_name.log"
+    if replay_plan "$BIN" "$plan" "$WORK/replay-plans/cluster.yaml" "$WORK/traces" "$TRACE_PRIOR" 12 3 "$REPLAY_CASE_S" \
+         "$dir/$plan_name" "$log" "$WORK/replay-plans"; then
       cells+=("$dir/$plan_name/cells.csv")
     else
-      stamp "replay $plan_name FAILED: $(tail -2 "$WORK/logs/replay-$name-$plan_name.log" | tr '\n' ' ')"
-      rm -rf "${dir:?}/$plan_name"
+      stamp "replay $plan_name FAILED: $(tail -2 "$log" | tr '\n' ' ')"
     fi
   done
   stamp "replayed ${#cells[@]} calibration plans for $config"

@@ -95,36 +95,20 @@ sed "s|^gpu: .*|gpu: $WORK/calibrated-gpu.yaml|" "$CLUSTER" > "$WORK/cluster.yam
 # 3-4. Traces and cases.
 TRACES=$PWD/$BUILD/validation-traces
 mkdir -p "$TRACES"
-prior_arg=()
-prior_tag=""
-if [ -n "$TRACE_PRIOR" ]; then
-  [ -f "$TRACE_PRIOR" ] || { stamp "TRACE_PRIOR $TRACE_PRIOR does not exist"; exit 2; }
-  prior_arg=(--prior "$TRACE_PRIOR"); prior_tag="-prior-$(basename "$TRACE_PRIOR" .yaml)"
-fi
+if [ -n "$TRACE_PRIOR" ] && [ ! -f "$TRACE_PRIOR" ]; then stamp "TRACE_PRIOR $TRACE_PRIOR does not exist"; exit 2; fi
+source measure/device/replay_plan.sh
 for plan in "$PLANS"/*.yaml; do
   name=$(basename "$plan" .yaml)
   [[ "$name" =~ $CASES ]] || continue
   result=$RESULTS/$name
   if [ -f "$result/validation.json" ]; then stamp "$name: done earlier"; continue; fi
   if [ "$(left)" -lt "$CASE_BUDGET_S" ]; then stamp "$name: not started ($(left) s left)"; continue; fi
-  model=$(sed -n 's|^model: .*/models/\(.*\)\.yaml|\1|p' "$plan")
-  tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
-  trace_arg=""
-  if grep -q "enabled: true" "$plan"; then
-    trace=$TRACES/$model-$tokens$prior_tag.safetensors
-    [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" ${prior_arg[@]+"${prior_arg[@]}"} --seq-len "$tokens" \
-      --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null 2>> "$WORK/logs/traces.log"
-    trace_arg="--trace $trace"
-  fi
-  sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $WORK/cluster.yaml|" \
-    "$plan" > "$WORK/plans/$name.yaml"
   t0=$(date +%s)
-  if timeout "$CASE_BUDGET_S" "$BIN" validate "$WORK/plans/$name.yaml" $trace_arg --replay --layer "$LAYER" \
-       --iterations "$ITERATIONS" --out "$result.tmp" --force > "$WORK/logs/$name.log" 2>&1; then
-    rm -f "$result.tmp/timeline.json"; rm -rf "$result"; mv "$result.tmp" "$result"
+  : > "$WORK/logs/$name.log"
+  if replay_plan "$BIN" "$plan" "$WORK/cluster.yaml" "$TRACES" "$TRACE_PRIOR" "$LAYER" "$ITERATIONS" "$CASE_BUDGET_S" \
+       "$result" "$WORK/logs/$name.log" "$WORK/plans"; then
     stamp "$name: ok ($(( $(date +%s) - t0 )) s)"
   else
-    rm -rf "$result.tmp"
     stamp "$name: FAILED ($(( $(date +%s) - t0 )) s): $(tail -2 "$WORK/logs/$name.log" | tr '\n' ' ')"
   fi
 done

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "cli/calibrate_command.hpp"
 #include "cli/commands.hpp"
@@ -44,21 +46,20 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
           " already has a calibration section; pass --force to replace it with the refit");
 
   std::vector<KernelMeasurement> replayed;
+  require(o.cells_paths.empty() || gpu.calibration.has_value(), gpu_path.string(),
+          " has no calibration to fit replayed cells into");
+  std::set<std::string> replays;  // one replay per plan: the same plan twice would count its cells twice
   for (const std::string& cells : o.cells_paths) {
     const std::filesystem::path cells_path(cells);
     const std::filesystem::path validation_path = cells_path.parent_path() / "validation.json";
     require(std::filesystem::is_regular_file(validation_path), "--cells ", cells, ": no validation.json beside it (",
             validation_path.string(), "); give the cells.csv that `sparsering validate --replay --out DIR` wrote");
-    require(gpu.calibration.has_value(), gpu_path.string(), " has no calibration to fit replayed cells into");
     const std::vector<KernelMeasurement> cells_of_replay = parse_replayed_cells(
         read_file(cells_path), read_file(validation_path), cells, gpu.calibration->kernel_build);
     if (cells_of_replay.empty()) continue;
-    // One replay per plan: the same plan twice would count its cells twice as one replay.
-    for (const KernelMeasurement& earlier : replayed) {
-      require(earlier.placement != cells_of_replay.front().placement, "--cells ", cells, ": plan ",
-              cells_of_replay.front().placement.substr(kReplayedPlacement.size()),
-              " is already given by another --cells file");
-    }
+    const std::string& replay = cells_of_replay.front().placement;
+    require(replays.insert(replay).second, "--cells ", cells, ": plan ", replay.substr(kReplayedPlacement.size()),
+            " is already given by another --cells file");
     replayed.insert(replayed.end(), cells_of_replay.begin(), cells_of_replay.end());
   }
   const CalibrationRun run =

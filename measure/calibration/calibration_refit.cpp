@@ -26,13 +26,14 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
   run.kernels = parse_kernel_measurements_csv(csv_text, csv_name);
   require(!run.kernels.empty(), csv_name, ": no kernel measurement to refit");
   restore_backward_units(run.kernels);
-  const auto measured_shape = [&](const KernelMeasurement& cell) {
-    return std::any_of(run.kernels.begin(), run.kernels.end(), [&](const KernelMeasurement& k) {
-      return k.block_q == cell.block_q && k.block_k == cell.block_k && k.head_dim == cell.head_dim;
-    });
-  };
+  std::vector<KernelShape> measured;  // the grid's shapes, a handful
+  for (const KernelMeasurement& k : run.kernels) {
+    const KernelShape shape{k.block_q, k.block_k, k.head_dim};
+    if (std::find(measured.begin(), measured.end(), shape) == measured.end()) measured.push_back(shape);
+  }
   for (const KernelMeasurement& cell : replayed) {
-    require(measured_shape(cell), "replayed cells of ", cell.placement.substr(kReplayedPlacement.size()), " have shape ",
+    const KernelShape shape{cell.block_q, cell.block_k, cell.head_dim};
+    require(std::find(measured.begin(), measured.end(), shape) != measured.end(), "replayed cells of ", cell.placement.substr(kReplayedPlacement.size()), " have shape ",
             cell.block_q, "x", cell.block_k, "x", cell.head_dim, ", which ", csv_name,
             " does not measure: the benchmark grid separates the terms, cells alone do not");
   }

@@ -138,9 +138,9 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
     }
     filled.push_back(sample);
     filled_launches.push_back(&k);
-    // A replay's cells share placement and per-list counts (0): one case, as its own fold unit.
-    const auto key = std::make_tuple(k.q_heads, k.kv_heads, is_replayed_cell(k) ? 0 : k.local_tokens, k.tiles_per_list,
-                                     k.chunks_per_list, k.columns_per_list, k.placement, k.key_block_stride);
+    // A replay's cells share their plan's shape, placement and per-list counts (0): one case each.
+    const auto key = std::make_tuple(k.q_heads, k.kv_heads, k.local_tokens, k.tiles_per_list, k.chunks_per_list,
+                                     k.columns_per_list, k.placement, k.key_block_stride);
     case_ids.push_back(cases.emplace(key, static_cast<int64_t>(cases.size())).first->second);
   }
   DirectionFit fit;

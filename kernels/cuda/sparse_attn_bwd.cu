@@ -271,14 +271,15 @@ __device__ __forceinline__ void load_query_tile(uint32_t tile, const uint16_t* r
   });
 }
 
-/// Key-block pass: CTA per (segment = (b, hk, key block), 64-key sub-block).
+/// Key-block pass: CTA per (segment = (b, hk, key block), 64-key sub-block), segments longest first
+/// (TransposedIndexView::order).
 template <int kHeadDim>
 __global__ void __launch_bounds__(kBwdThreads, 2)
     sparse_attn_bwd_key_block_kernel(const SparseAttnBwdParams p, const TransposedIndexView transposed) {
   using Smem = BwdSmem<kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int k_subs = p.index.block_k / kTileRows;
-  const int segment = static_cast<int>(blockIdx.x) / k_subs;
+  const int segment = transposed.order[blockIdx.x / k_subs];
   const int k_sub = static_cast<int>(blockIdx.x) % k_subs;
   const int entry_begin = transposed.offsets[segment];
   const int entry_end = transposed.offsets[segment + 1];

@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   unsigned char* base_ptr = smem_raw + (base - raw);
 
   const int k_subs = p.index.block_k / kCtaKeys;
-  const int segment = static_cast<int>(blockIdx.x) / k_subs;
+  const int segment = transposed.order[blockIdx.x / k_subs];  // longest first
   const int k_sub = static_cast<int>(blockIdx.x) % k_subs;
   KeyBlockWork work;
   work.entry_begin = transposed.offsets[segment];

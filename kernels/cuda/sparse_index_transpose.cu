@@ -7,12 +7,17 @@
 //   3. fill: one CTA per (group, chunk) walks the chunk's lists in order and hands each tile the
 //      next slot of its (segment, chunk) pair.
 // Entries of a segment thus come in list order, which is ascending (head in group, query block):
-// the same order every run. Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp.
+// the same order every run.
+//   4. the segments' lengths (from step 2's offsets) sorted descending by a stable CUB radix sort
+//      over the bits a length can have give the key-block pass's CTA order.
+// Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp.
 #include "kernels/cuda/sparse_index_transpose.hpp"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <bit>
 
 #include "common/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -48,15 +53,22 @@ __global__ void __launch_bounds__(kTransposeThreads)
   const int64_t list = (int64_t{blockIdx.x} * kTransposeThreads + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (list >= int64_t{index.rows} * index.q_blocks) return;
-  const int32_t end = min(index.tile_offsets[list + 1], static_cast<int32_t>(g.max_tiles));
-  for (int32_t t = index.tile_offsets[list] + lane; t < end; t += 32) atomicAdd(counters + g.counter(list, index.tile_block[t]), 1);
+  const int64_t end = min(int64_t{index.tile_offsets[list + 1]}, g.max_tiles);
+  for (int64_t t = index.tile_offsets[list] + lane; t < end; t += 32) atomicAdd(counters + g.counter(list, index.tile_block[t]), 1);
 }
 
-/// offsets[s] = first slot of (segment s, chunk 0); offsets[segments] = slots[segments * chunks] = tiles.
+/// offsets[s] = first slot of (segment s, chunk 0); offsets[segments] = slots[segments * chunks] =
+/// tiles; and each segment's length and number, the keys and values of the CTA-order sort.
 __global__ void __launch_bounds__(kTransposeThreads)
-    transpose_offsets_kernel(const int32_t* slots, int64_t segments, int32_t chunks, int32_t* offsets) {
+    transpose_offsets_kernel(const int32_t* slots, int64_t segments, int32_t chunks, int32_t* offsets,
+                             int32_t* lengths, int32_t* numbers) {
   const int64_t s = int64_t{blockIdx.x} * kTransposeThreads + threadIdx.x;
-  if (s <= segments) offsets[s] = slots[s * chunks];
+  if (s > segments) return;
+  offsets[s] = slots[s * chunks];
+  if (s < segments) {
+    lengths[s] = slots[(s + 1) * chunks] - slots[s * chunks];
+    numbers[s] = static_cast<int32_t>(s);
+  }
 }
 
 /// One CTA per (group, chunk): the chunk's lists one after another, each tile taking the next
@@ -72,8 +84,8 @@ __global__ void __launch_bounds__(kFillThreads)
     const int64_t list = group * g.group_lists + in_group;
     // Entry code (g * q_blocks + i) * 2 + masked: the list's place in its group, twice.
     const int32_t code = in_group * 2;
-    const int32_t end = min(index.tile_offsets[list + 1], static_cast<int32_t>(g.max_tiles));
-    for (int32_t t = index.tile_offsets[list] + static_cast<int32_t>(threadIdx.x); t < end; t += kFillThreads) {
+    const int64_t end = min(int64_t{index.tile_offsets[list + 1]}, g.max_tiles);
+    for (int64_t t = index.tile_offsets[list] + static_cast<int64_t>(threadIdx.x); t < end; t += kFillThreads) {
       const int32_t slot = atomicAdd(slots + g.counter(list, index.tile_block[t]), 1);
       if (slot < g.max_tiles) entries[slot] = code + (index.tile_masked[t] != 0 ? 1 : 0);
     }
@@ -119,21 +131,39 @@ TransposedIndex launch_sparse_index_transpose(const SparseIndexView& index, cons
   g.max_tiles = index.max_tiles > 0 ? index.max_tiles : read_tile_count(index, stream);
   const int64_t counters = segments * g.chunks + 1;  // the last one stays 0: its slot is the total
 
+  // A segment holds at most one entry per list of its group: its length has this many bits.
+  const int length_bits = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(group_lists))));
   size_t scan_bytes = 0;
   SPARSERING_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int32_t*>(nullptr),
                                                       static_cast<int32_t*>(nullptr), counters, stream));
+  size_t sort_bytes = 0;
+  SPARSERING_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
+      nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), segments, 0, length_bits, stream));
   const size_t offsets_bytes = align_up(static_cast<size_t>(segments + 1) * 4);
   const size_t entries_bytes = align_up(static_cast<size_t>(std::max<int64_t>(g.max_tiles, 1)) * 4);
+  const size_t segment_bytes = align_up(static_cast<size_t>(std::max<int64_t>(segments, 1)) * 4);
   const size_t counters_bytes = align_up(static_cast<size_t>(counters) * 4);
-  // Layout: offsets | entries | counters | slots | cub temp. The view keeps the first two.
-  auto storage = std::make_unique<StreamBuffer>(
-      offsets_bytes + entries_bytes + 2 * counters_bytes + align_up(scan_bytes), stream);
-  unsigned char* base = storage->as<unsigned char>();
-  int32_t* offsets = reinterpret_cast<int32_t*>(base);
-  int32_t* entries = reinterpret_cast<int32_t*>(base + offsets_bytes);
-  int32_t* counts = reinterpret_cast<int32_t*>(base + offsets_bytes + entries_bytes);
-  int32_t* slots = reinterpret_cast<int32_t*>(base + offsets_bytes + entries_bytes + counters_bytes);
-  void* temp = base + offsets_bytes + entries_bytes + 2 * counters_bytes;
+  // Layout: offsets | entries | order | counters | slots | lengths | sorted lengths | numbers |
+  // cub temp. The view keeps the first three.
+  auto storage = std::make_unique<StreamBuffer>(offsets_bytes + entries_bytes + 4 * segment_bytes +
+                                                    2 * counters_bytes + align_up(std::max(scan_bytes, sort_bytes)),
+                                                stream);
+  unsigned char* cursor = storage->as<unsigned char>();
+  const auto take = [&](size_t bytes) {
+    unsigned char* at = cursor;
+    cursor += bytes;
+    return at;
+  };
+  int32_t* offsets = reinterpret_cast<int32_t*>(take(offsets_bytes));
+  int32_t* entries = reinterpret_cast<int32_t*>(take(entries_bytes));
+  int32_t* order = reinterpret_cast<int32_t*>(take(segment_bytes));
+  int32_t* counts = reinterpret_cast<int32_t*>(take(counters_bytes));
+  int32_t* slots = reinterpret_cast<int32_t*>(take(counters_bytes));
+  int32_t* lengths = reinterpret_cast<int32_t*>(take(segment_bytes));
+  int32_t* sorted_lengths = reinterpret_cast<int32_t*>(take(segment_bytes));
+  int32_t* numbers = reinterpret_cast<int32_t*>(take(segment_bytes));
+  void* temp = cursor;
 
   const int64_t lists = int64_t{index.rows} * index.q_blocks;
   SPARSERING_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(counters) * 4, stream));
@@ -145,8 +175,12 @@ TransposedIndex launch_sparse_index_transpose(const SparseIndexView& index, cons
   SPARSERING_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, slots, counters, stream));
   const int64_t offset_blocks = (segments + 1 + kTransposeThreads - 1) / kTransposeThreads;
   transpose_offsets_kernel<<<static_cast<unsigned>(offset_blocks), kTransposeThreads, 0, stream>>>(
-      slots, segments, g.chunks, offsets);
+      slots, segments, g.chunks, offsets, lengths, numbers);
   SPARSERING_CUDA_CHECK(cudaGetLastError());
+  if (segments > 0) {
+    SPARSERING_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(temp, sort_bytes, lengths, sorted_lengths, numbers,
+                                                                    order, segments, 0, length_bits, stream));
+  }
   const int64_t fill_blocks = int64_t{shape.batch} * shape.kv_heads * g.chunks;
   if (lists > 0 && fill_blocks > 0) {
     require(fill_blocks < (int64_t{1} << 31), "too many list chunks for the backward index: ", fill_blocks);
@@ -161,6 +195,7 @@ TransposedIndex launch_sparse_index_transpose(const SparseIndexView& index, cons
   result.view.q_blocks = index.q_blocks;
   result.view.offsets = offsets;
   result.view.entries = entries;
+  result.view.order = order;
   result.storage = std::move(storage);
   return result;
 }

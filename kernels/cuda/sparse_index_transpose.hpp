@@ -1,7 +1,10 @@
 // The transposed tile index the backward pass walks: for every (batch, KV head, key block) the
 // (query head of the group, query block, masked) entries whose tile list holds that key block,
-// sorted by (head, query block). Built on the GPU from the forward index by a counting sort (a CUB
-// scan of per-(segment, list chunk) counts), in stream-ordered scratch memory sized by the index's
+// sorted by (head, query block), and the order in which the backward's key-block pass takes the
+// segments: longest first, so that the CTAs with the most work start in the first wave and a
+// launch of few waves does not end on one heavy CTA (ties in segment order). Built on the GPU from
+// the forward index by a counting sort (a CUB scan of per-(segment, list chunk) counts) and a CUB
+// radix sort of the segment lengths, in stream-ordered scratch memory sized by the index's
 // host-known tile bound, so building it never waits for the GPU. Deterministic.
 // Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp against a host transposition.
 #pragma once
@@ -26,6 +29,9 @@ struct TransposedIndexView {
   int32_t q_blocks = 0;
   const int32_t* offsets = nullptr;  ///< (segments + 1)
   const int32_t* entries = nullptr;  ///< (tiles)
+  /// (segments) every segment once, by descending entry count, equal counts in ascending segment
+  /// order: the key-block pass's CTA c works on segment order[c] (longest-processing-time first).
+  const int32_t* order = nullptr;
 };
 
 /// A transposed index and the stream-ordered memory holding it (freed on `stream` when dropped).

@@ -2,10 +2,14 @@
 // plain host transposition of random indexes from build_sparse_index: every (batch, KV head,
 // key block) segment must list exactly the (head in group, query block, masked) entries whose
 // tile list holds that key block, in ascending (head, query block) order, whether the view bounds
-// its tiles exactly, loosely or not at all.
+// its tiles exactly, loosely or not at all; and the key-block pass's order must hold every segment
+// once, longest first, equal lengths in ascending segment order.
 #include "kernels/cuda/sparse_index_transpose.hpp"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
 
 #include "gpu_test_support.hpp"
 #include "ring_harness.hpp"
@@ -81,6 +85,13 @@ TEST(SparseIndexTransposeGpu, EqualsHostTransposition) {
         const std::vector<int32_t> got(entries.begin() + offsets[s], entries.begin() + offsets[s + 1]);
         ASSERT_EQ(got, expected[s]) << "segment " << s << ", max_tiles " << max_tiles;
       }
+      std::vector<int32_t> expected_order(expected.size());
+      std::iota(expected_order.begin(), expected_order.end(), 0);
+      std::stable_sort(expected_order.begin(), expected_order.end(),
+                       [&](int32_t a, int32_t b) { return expected[static_cast<size_t>(a)].size() > expected[static_cast<size_t>(b)].size(); });
+      std::vector<int32_t> order(expected.size());
+      SPARSERING_CUDA_CHECK(cudaMemcpy(order.data(), transposed.view.order, order.size() * 4, cudaMemcpyDeviceToHost));
+      ASSERT_EQ(order, expected_order) << "max_tiles " << max_tiles;
     }
   }
 }

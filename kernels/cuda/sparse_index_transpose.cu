@@ -8,7 +8,7 @@
 //      next slot of its (segment, chunk) pair.
 // Entries of a segment thus come in list order, which is ascending (head in group, query block):
 // the same order every run.
-//   4. the segments' lengths (from step 2's offsets) sorted descending by a stable CUB radix sort
+//   4. the segments' lengths (from step 2's slots) sorted descending by a stable CUB radix sort
 //      over the bits a length can have give the key-block pass's CTA order.
 // Tested in tests/kernels_gpu/sparse_index_transpose_test.cpp.
 #include "kernels/cuda/sparse_index_transpose.hpp"

@@ -3,7 +3,8 @@
 // key block) segment must list exactly the (head in group, query block, masked) entries whose
 // tile list holds that key block, in ascending (head, query block) order, whether the view bounds
 // its tiles exactly, loosely or not at all; and the key-block pass's order must hold every segment
-// once, longest first, equal lengths in ascending segment order.
+// once, longest first, equal lengths in ascending segment order (also for a segment that holds
+// every list of its group, and for 16384 segments).
 #include "kernels/cuda/sparse_index_transpose.hpp"
 
 #include <gtest/gtest.h>
@@ -29,12 +30,18 @@ TEST(SparseIndexTransposeGpu, EqualsHostTransposition) {
     int64_t granularity;
     int64_t n;
     int32_t batch, q_heads, kv_heads, block_q, block_k;
+    bool dense = false;  ///< every causal pair kept: key block 0's segment holds every list of its group
   };
   for (const Case& c : {Case{LayoutKind::contiguous, 1, 0, 1000, 2, 8, 2, 64, 64},
                         Case{LayoutKind::striped, 4, 64, 2048, 1, 4, 1, 128, 64},
                         Case{LayoutKind::zigzag, 2, 0, 600, 1, 3, 3, 64, 128},
                         // 8 x 128 lists per KV group: many list chunks, and chunk edges inside a head.
-                        Case{LayoutKind::contiguous, 1, 0, 8192, 1, 8, 1, 64, 64}}) {
+                        Case{LayoutKind::contiguous, 1, 0, 8192, 1, 8, 1, 64, 64},
+                        // A segment as long as its group's 64 lists: the order's sort needs every bit
+                        // of a power-of-two length.
+                        Case{LayoutKind::contiguous, 1, 0, 1024, 1, 4, 1, 64, 64, true},
+                        // 16384 segments of up to 256 entries: the sort's multi-pass path.
+                        Case{LayoutKind::contiguous, 1, 0, 16384, 16, 4, 4, 64, 64}}) {
     const TokenLayout layout = make_token_layout(c.kind, c.n, c.ranks, c.granularity);
     AttentionShape shape;
     shape.batch = c.batch;
@@ -44,7 +51,15 @@ TEST(SparseIndexTransposeGpu, EqualsHostTransposition) {
     shape.q_len = layout.local_len();
     shape.kv_len = layout.local_len();
     std::vector<RowPattern> rows;
-    for (int r = 0; r < c.batch * c.q_heads; ++r) rows.push_back(random_row_pattern(rng, c.n));
+    for (int r = 0; r < c.batch * c.q_heads; ++r) {
+      if (!c.dense) {
+        rows.push_back(random_row_pattern(rng, c.n));
+        continue;
+      }
+      RowPattern all;
+      for (int64_t d = 0; d < c.n; ++d) all.slash_offsets.push_back(d);
+      rows.push_back(all);
+    }
     const int32_t kv_rank = static_cast<int32_t>(uniform(rng, 0, c.ranks - 1));
     const SparseIndex index =
         build_sparse_index(IndexGeometry{RingPosition{layout, c.ranks - 1, kv_rank}, c.block_q, c.block_k}, rows);

@@ -144,7 +144,8 @@ std::string validation_cells_csv(const ValidationReport& report) {
   // 9 significant digits keep every nanosecond of a cell up to one second.
   out.precision(9);
   out << "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
-         "columns,column_chunks,key_lists,column_lists,column_items,key_blocks,measured_us,predicted_us\n";
+         "columns,column_chunks,key_lists,column_lists,column_items,longest_key_list,key_blocks,measured_us,"
+         "predicted_us\n";
   const LaunchGeometry& g = report.launch;
   for (const PassComparison* pass : {&report.forward, &report.backward}) {
     require(pass->cell_work.size() == w * w, "the ", pass->backward ? "backward" : "forward", " pass kept ",
@@ -157,8 +158,8 @@ std::string validation_cells_csv(const ValidationReport& report) {
             << g.block_k << ',' << report.head_dim << ',' << g.heads << ',' << g.kv_heads << ',' << g.chunk_tokens
             << ',' << c.lists << ',' << c.tiles
             << ',' << c.masked_tiles << ',' << c.columns << ',' << c.column_chunks << ',' << c.key_lists << ','
-            << c.column_lists << ',' << c.column_items << ',' << key_blocks << ',' << pass->measured_compute_us[k]
-            << ',' << pass->predicted_compute_us[k] << '\n';
+            << c.column_lists << ',' << c.column_items << ',' << c.longest_key_list << ',' << key_blocks << ','
+            << pass->measured_compute_us[k] << ',' << pass->predicted_compute_us[k] << '\n';
       }
     }
   }

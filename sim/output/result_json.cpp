@@ -10,7 +10,8 @@ nlohmann::json work_json(const WorkCounts& w) {
           {"lists", w.lists},
           {"key_lists", w.key_lists},
           {"column_lists", w.column_lists},
-          {"column_items", w.column_items}};
+          {"column_items", w.column_items},
+          {"longest_key_list", w.longest_key_list}};
 }
 
 namespace {

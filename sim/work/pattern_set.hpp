@@ -18,7 +18,7 @@ struct PatternSet {
   int64_t seq_len_tokens = 0;
   bool dense = false;           ///< every offset kept; `patterns` is empty
   /// Query heads per K/V head (GQA; head h uses K/V head h / kv_group): how count_work_set groups
-  /// heads for WorkCounts::key_lists. 1 = every head its own group.
+  /// heads for WorkCounts::key_lists and longest_key_list. 1 = every head its own group.
   int64_t kv_group = 1;
   std::vector<KeptPattern> patterns;  ///< (layers x heads), layer-major, when !dense
 

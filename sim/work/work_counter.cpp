@@ -124,7 +124,12 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry, size_t max_slot_entries)
     while ((int64_t{1} << item_shift_) < geometry.column_item) ++item_shift_;
   }
   require(geometry.column_item >= 1, "column item must be >= 1 column, got ", geometry.column_item);
-  key_words_ = static_cast<size_t>((geometry.k_blocks + 63) / 64);
+  size_t key_offset = 0;
+  for (const BlockClass& cls : geometry.k_classes) {
+    key_class_offset_.push_back(key_offset);
+    key_offset += static_cast<size_t>(cls.members) + 2;
+  }
+  key_member_diff_.assign(key_offset, 0);
   segment_start_.resize(static_cast<size_t>(geometry.layout.ranks()) * geometry.segments.size());
   for (int32_t r = 0; r < geometry.layout.ranks(); ++r) {
     for (size_t s = 0; s < geometry.segments.size(); ++s) {
@@ -182,8 +187,8 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
   dilations_.clear();
   presence_index_.clear();
   presence_store_.clear();
-  key_bits_index_.clear();  // its keys are presence sets of the previous head
-  key_bits_store_.clear();
+  key_tiles_index_.clear();  // its keys are presence sets of the previous head
+  key_tiles_store_.clear();
   listed_index_.clear();
   listed_store_.clear();
   std::fill(presence_of_slot_.begin(), presence_of_slot_.end(), -1);
@@ -804,114 +809,99 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
   }
   count_columns(q_rank, kv_rank, counts);
   counts.lists += count_lists(q_rank, kv_rank, first_with_columns);
-  mark_key_blocks(q_rank, kv_rank);
+  add_key_block_tiles(q_rank, kv_rank);
   return counts;
 }
 
-void WorkCounter::set_key_bits(uint64_t* bits, int64_t lo, int64_t hi) {
-  // Bits [lo, hi] of the bitset.
-  auto word = static_cast<size_t>(lo >> 6);
-  const auto last = static_cast<size_t>(hi >> 6);
-  const uint64_t first_mask = ~uint64_t{0} << (lo & 63);
-  const uint64_t last_mask = ~uint64_t{0} >> (63 - (hi & 63));
-  if (word == last) {
-    bits[word] |= first_mask & last_mask;
-    return;
-  }
-  bits[word++] |= first_mask;
-  for (; word < last; ++word) bits[word] = ~uint64_t{0};
-  bits[last] |= last_mask;
-}
-
-void WorkCounter::mark_key_blocks(int32_t q_rank, int32_t kv_rank) {
+void WorkCounter::add_key_block_tiles(int32_t q_rank, int32_t kv_rank) {
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
-  uint64_t* bits = key_bits_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * key_words_;
-  for (const int64_t j : irregular_key_hits_) set_key_bits(bits, j, j);
-  // The regular blocks' bits are a function of the rank pair's presence sets alone, which are
+  const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
+  int32_t* tiles = key_tiles_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * k_blocks;
+  for (const int64_t j : irregular_key_hits_) ++tiles[static_cast<size_t>(j)];
+  // The regular blocks' counts are a function of the rank pair's presence sets alone, which are
   // memoized: with one segment per rank (contiguous, striped) the rank pairs at the same offset
   // share them; with two (zigzag) hardly any pair does, and they are computed each time.
   if (!memoize_ || geo_.segments.size() != 1) {
-    regular_key_bits(bits);
+    regular_key_tiles(tiles);
     return;
   }
   presence_key_.assign(pair_presence_.begin(), pair_presence_.end());
-  const auto [it, inserted] = key_bits_index_.try_emplace(presence_key_, key_bits_store_.size());
+  const auto [it, inserted] = key_tiles_index_.try_emplace(presence_key_, key_tiles_store_.size());
   if (inserted) {
-    key_bits_store_.resize(key_bits_store_.size() + key_words_, 0);
-    regular_key_bits(key_bits_store_.data() + it->second);
+    key_tiles_store_.resize(key_tiles_store_.size() + k_blocks, 0);
+    regular_key_tiles(key_tiles_store_.data() + it->second);
   }
-  const uint64_t* cached = key_bits_store_.data() + it->second;
-  for (size_t w = 0; w < key_words_; ++w) bits[w] |= cached[w];
+  const int32_t* cached = key_tiles_store_.data() + it->second;
+  for (size_t j = 0; j < k_blocks; ++j) tiles[j] += cached[j];
 }
 
-void WorkCounter::regular_key_bits(uint64_t* bits) {
-  // Key member b of class B has a tile iff a - b is a present offset for some member a of some
-  // query class A: the present offsets [lo, hi] of (A, B) give b in [-hi, members(A) - 1 - lo]
-  // (a sum of two integer intervals is an interval). Classes one block apart set each interval's
-  // bits a word at a time; the intervals of a strided class are merged first, so a member that
-  // many pairs hit is set once. Irregular blocks are checked tile by tile (count_pair).
-  key_member_intervals_.resize(geo_.k_classes.size());
+void WorkCounter::regular_key_tiles(int32_t* tiles) {
+  // Key member b of class B meets query member a of class A iff a - b is a present offset of
+  // (A, B). A run [lo, hi] of them gives b the members a in [max(0, b + lo), min(count_a - 1, b + hi)]:
+  // the sum over a of the indicator of b in [a - hi, a - lo], a trapezoid in b. Its first
+  // difference is +1 on [-hi, count_a - 1 - hi] and -1 on [1 - lo, count_a - lo], so four points
+  // of a second-order difference array per run; points past the last member change nothing, and
+  // points below member 0 fold into members 0 and 1 (an impulse v at p < 0 adds v x (b - p + 1)
+  // to member b >= 0). Irregular blocks are counted tile by tile (count_pair).
+  const auto add = [](int64_t* diff, int64_t members, int64_t at, int64_t v) {
+    if (at >= members) return;
+    if (at >= 0) {
+      diff[at] += v;
+      return;
+    }
+    diff[0] += v * (1 - at);
+    diff[1] += v * at;
+  };
   for (size_t p = 0; p < geo_.pairs.size(); ++p) {
     const ClassPair& pair = geo_.pairs[p];
     const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
-    const BlockClass& kc = geo_.k_classes[static_cast<size_t>(pair.k_class)];
-    const int64_t members_b = kc.members;
-    const bool contiguous = kc.block_stride == 1;
+    const int64_t members_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
+    int64_t* const diff = key_member_diff_.data() + key_class_offset_[static_cast<size_t>(pair.k_class)];
     for (const Interval& run : pair_presence_[p]->mu.runs()) {
-      const int64_t lo = std::max<int64_t>(0, -run.hi);
-      const int64_t hi = std::min(members_b - 1, count_a - 1 - run.lo);
-      if (lo > hi) continue;
-      if (contiguous) {
-        set_key_bits(bits, kc.first_block + lo, kc.first_block + hi);
-      } else {
-        key_member_intervals_[static_cast<size_t>(pair.k_class)].emplace_back(lo, hi);
-      }
+      add(diff, members_b, -run.hi, 1);
+      add(diff, members_b, count_a - run.hi, -1);
+      add(diff, members_b, 1 - run.lo, -1);
+      add(diff, members_b, count_a - run.lo + 1, 1);
     }
   }
   for (size_t k = 0; k < geo_.k_classes.size(); ++k) {
-    std::vector<std::pair<int64_t, int64_t>>& intervals = key_member_intervals_[k];
-    if (intervals.empty()) continue;
-    std::sort(intervals.begin(), intervals.end());
     const BlockClass& kc = geo_.k_classes[k];
-    const auto set_members = [&](int64_t lo, int64_t hi) {
-      if (kc.block_stride == 1) {
-        set_key_bits(bits, kc.first_block + lo, kc.first_block + hi);
-        return;
-      }
-      for (int64_t b = lo, block = kc.first_block + lo * kc.block_stride; b <= hi; ++b, block += kc.block_stride) {
-        bits[static_cast<size_t>(block >> 6)] |= uint64_t{1} << (block & 63);
-      }
-    };
-    int64_t lo = intervals.front().first;
-    int64_t hi = intervals.front().second;
-    for (const auto& [next_lo, next_hi] : intervals) {
-      if (next_lo > hi + 1) {
-        set_members(lo, hi);
-        lo = next_lo;
-        hi = next_hi;
-      } else {
-        hi = std::max(hi, next_hi);
-      }
+    int64_t* const diff = key_member_diff_.data() + key_class_offset_[k];
+    int64_t slope = 0;
+    int64_t value = 0;
+    int64_t block = kc.first_block;
+    for (int64_t b = 0; b < kc.members; ++b, block += kc.block_stride) {
+      slope += diff[b];
+      diff[b] = 0;
+      value += slope;
+      tiles[block] += static_cast<int32_t>(value);
     }
-    set_members(lo, hi);
-    intervals.clear();
+    diff[kc.members] = 0;
+    diff[kc.members + 1] = 0;
   }
 }
 
 void WorkCounter::begin_key_group() {
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
-  key_bits_.assign(ranks * ranks * key_words_, 0);
+  key_tiles_.assign(ranks * ranks * static_cast<size_t>(geo_.k_blocks), 0);
 }
 
 void WorkCounter::end_key_group(WorkMatrix& out) {
   const int32_t ranks = geo_.layout.ranks();
-  const uint64_t* bits = key_bits_.data();
+  const int64_t k_blocks = geo_.k_blocks;
+  const int32_t* tiles = key_tiles_.data();
   for (int32_t q = 0; q < ranks; ++q) {
     for (int32_t kv = 0; kv < ranks; ++kv) {
-      int64_t set = 0;
-      for (size_t w = 0; w < key_words_; ++w) set += std::popcount(bits[w]);
-      bits += key_words_;
-      out.at(q, kv).key_lists += set;
+      int64_t listed = 0;
+      int32_t longest = 0;
+      for (int64_t j = 0; j < k_blocks; ++j) {
+        listed += tiles[j] != 0 ? 1 : 0;
+        longest = std::max(longest, tiles[j]);
+      }
+      tiles += k_blocks;
+      WorkCounts& cell = out.at(q, kv);
+      cell.key_lists += listed;
+      cell.longest_key_list = std::max<int64_t>(cell.longest_key_list, longest);
     }
   }
 }
@@ -925,7 +915,7 @@ void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
 void WorkCounter::accumulate_group_head(const KeptPattern& pattern, WorkMatrix& out) {
   const int32_t ranks = geo_.layout.ranks();
   require(out.ranks() == ranks, "work matrix has ", out.ranks(), " ranks, the geometry ", ranks);
-  require(key_bits_.size() == static_cast<size_t>(ranks) * static_cast<size_t>(ranks) * key_words_,
+  require(key_tiles_.size() == static_cast<size_t>(ranks) * static_cast<size_t>(ranks) * static_cast<size_t>(geo_.k_blocks),
           "accumulate_group_head outside begin_key_group / end_key_group");
   prepare(pattern);
   for (int32_t q = 0; q < ranks; ++q) {

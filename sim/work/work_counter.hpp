@@ -13,6 +13,10 @@
 // difference arrays: each kept column adds 1 from the first query block that can see it, and is
 // removed again on the query blocks whose tile list covers its key block (the same presence runs
 // shifted by its block). Irregular blocks (partial, straddling) are checked tile by tile.
+// Key blocks (the backward's transposed-index segments): key member b of a class pair meets query
+// member a iff a - b is a present offset, so each presence run adds a trapezoid in b to the
+// per-key-block tile counts (second-order difference arrays); the counts of a GQA group's heads
+// add up, and their nonzero entries and maximum give key_lists and longest_key_list.
 // Non-empty lists: a query block without a tile has no covered column, so its list is non-empty
 // iff it has a tile or sees a kept column of the chunk; visibility is monotone in the block, so
 // the lists are the blocks from the first that sees a column, plus the earlier blocks with a tile.
@@ -21,7 +25,8 @@
 // when every key block is regular, the present member offsets of the tiles widened by each key
 // class's members give the same runs for less.
 // Cost per head: O(W^2 x class pairs + W x runs of F + verticals x runs + W^2 x query blocks when
-// there are verticals + W^2 x query classes x runs of the listed members). Tested against token-level brute force in tests/sim/work_counter_test.cpp
+// there are verticals + W^2 x query classes x runs of the listed members + W^2 x key blocks for the
+// per-key-block tile counts); memory O(W^2 x key blocks) for those counts. Tested against token-level brute force in tests/sim/work_counter_test.cpp
 // and against the kernels' index builder in tests/sim/work_counter_index_test.cpp.
 #pragma once
 
@@ -56,12 +61,13 @@ class WorkCounter {
   void count_head(const KeptPattern& pattern, WorkMatrix& out);
 
   /// Adds one head's work to `out` (which must already be W x W); the head is its own GQA group
-  /// for WorkCounts::key_lists.
+  /// for WorkCounts::key_lists and longest_key_list.
   void accumulate_head(const KeptPattern& pattern, WorkMatrix& out);
 
   /// The heads of one GQA group (the query heads sharing one K/V head): begin_key_group, then
   /// accumulate_group_head for each head, then end_key_group, which adds the (KV head, key block)
-  /// pairs any of them lists (WorkCounts::key_lists, a union over the heads) to `out`.
+  /// pairs any of them lists (WorkCounts::key_lists, a union over the heads) to `out` and raises
+  /// longest_key_list to the group's most tiles of one key block (summed over the heads).
   void begin_key_group();
   void accumulate_group_head(const KeptPattern& pattern, WorkMatrix& out);
   void end_key_group(WorkMatrix& out);
@@ -143,11 +149,11 @@ class WorkCounter {
   /// Tile (q block i of rank q, k block j of rank kv) by direct interval checks: {present, masked}.
   std::pair<bool, bool> tile_direct(int32_t q_rank, int64_t i, int32_t kv_rank, int64_t j);
   WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
-  /// Marks the key blocks of the rank pair that some query block lists (after count_pair).
-  void mark_key_blocks(int32_t q_rank, int32_t kv_rank);
-  /// Sets the bits of the regular key blocks the current rank pair's presence sets list.
-  void regular_key_bits(uint64_t* bits);
-  static void set_key_bits(uint64_t* bits, int64_t lo, int64_t hi);
+  /// Adds the rank pair's tiles per key block to the group's counts (after count_pair).
+  void add_key_block_tiles(int32_t q_rank, int32_t kv_rank);
+  /// Adds the tiles per regular key block of the current rank pair's presence sets to `tiles`
+  /// (k_blocks entries).
+  void regular_key_tiles(int32_t* tiles);
   void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
   /// count_columns for the common geometry: every query class one block apart, no irregular
   /// block, block_k a power of two.
@@ -231,15 +237,16 @@ class WorkCounter {
   bool covered_clean_ = true;            ///< covered_diff_ is all zero (count_columns_strided keeps it so)
   int block_k_shift_ = -1;               ///< log2(block_k) when block_k is a power of two, else -1
   int item_shift_ = -1;                  ///< log2(column_item) when a power of two, else -1
-  /// Key blocks with a tile of the current GQA group: one bitset of k_blocks bits per rank pair.
-  size_t key_words_ = 0;
-  std::vector<uint64_t> key_bits_;
-  std::vector<int64_t> irregular_key_hits_;  ///< key blocks of irregular tiles found by count_pair
-  /// Per key class, the member intervals with a tile (mark_key_blocks' scratch: merged before
-  /// their bits are set, so a member that many pairs hit is set once).
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> key_member_intervals_;
-  /// regular_key_bits of each distinct tuple of presence sets (pair_presence_) of the current
-  /// head: key_bits_store_[key_bits_index_[tuple] ..] holds key_words_ words.
+  /// Tiles per key block of the current GQA group, summed over its heads: k_blocks entries per
+  /// rank pair ([(q rank x W + kv rank) x k_blocks + block]).
+  std::vector<int32_t> key_tiles_;
+  std::vector<int64_t> irregular_key_hits_;  ///< key block of each irregular tile found by count_pair
+  /// regular_key_tiles' second-order difference arrays over the members of each key class
+  /// (members + 2 entries at key_class_offset_[class]); kept zeroed between calls.
+  std::vector<int64_t> key_member_diff_;
+  std::vector<size_t> key_class_offset_;
+  /// regular_key_tiles of each distinct tuple of presence sets (pair_presence_) of the current
+  /// head: key_tiles_store_[key_tiles_index_[tuple] ..] holds k_blocks entries.
   struct PresenceTupleHash {
     size_t operator()(const std::vector<const Presence*>& tuple) const {
       size_t h = 1469598103934665603ULL;
@@ -247,8 +254,8 @@ class WorkCounter {
       return h;
     }
   };
-  std::unordered_map<std::vector<const Presence*>, size_t, PresenceTupleHash> key_bits_index_;
-  std::vector<uint64_t> key_bits_store_;
+  std::unordered_map<std::vector<const Presence*>, size_t, PresenceTupleHash> key_tiles_index_;
+  std::vector<int32_t> key_tiles_store_;
   std::vector<const Presence*> presence_key_;
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;

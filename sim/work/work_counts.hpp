@@ -6,7 +6,9 @@
 // schedules other units (kernels/cuda/sparse_attn_bwd.cu): the non-empty (KV head, key block)
 // segments of its transposed index (key-block pass CTAs, one per 64-key sub-block), the lists
 // with a column (column pass CTAs, one per 64-query tile) and the 64-column items the column
-// pass gathers. Also the W x W matrix of these counts for one head or one head group.
+// pass gathers, and the entries of the longest such segment (the work of the heaviest key-block
+// CTA, which bounds the pass's duration when it exceeds the per-SM average). Also the W x W
+// matrix of these counts for one head or one head group.
 // Tested through tests/sim/work_counter_test.cpp.
 #pragma once
 
@@ -29,7 +31,13 @@ struct WorkCounts {
   /// sum over lists of ceil(columns / column_item) (BlockGeometry::column_item, 64 = the
   /// backward column pass's gather width): its items per 64-query tile
   int64_t column_items = 0;
+  /// Entries of the longest (K/V head, key block) segment: the most work one backward key-block
+  /// CTA does. A segment's entries are the (query head of the GQA group, query block) pairs whose
+  /// tile list holds the key block. Not a sum: combining different K/V heads (or sequences) takes
+  /// the maximum, as the segments stay separate.
+  int64_t longest_key_list = 0;
 
+  /// Sums every count; the maximum for longest_key_list (the other side's segments are others).
   WorkCounts& operator+=(const WorkCounts& other) {
     tiles += other.tiles;
     masked_tiles += other.masked_tiles;
@@ -39,9 +47,11 @@ struct WorkCounts {
     key_lists += other.key_lists;
     column_lists += other.column_lists;
     column_items += other.column_items;
+    longest_key_list = longest_key_list > other.longest_key_list ? longest_key_list : other.longest_key_list;
     return *this;
   }
-  /// Every count times `factor` (the same work repeated, e.g. for each sequence of a micro batch).
+  /// Every count times `factor` (the same work repeated, e.g. for each sequence of a micro batch),
+  /// except longest_key_list: the repeats are separate segments, so the longest stays the same.
   WorkCounts& operator*=(int64_t factor) {
     tiles *= factor;
     masked_tiles *= factor;
@@ -73,7 +83,7 @@ class WorkMatrix {
     for (size_t k = 0; k < cells_.size(); ++k) cells_[k] += other.cells_[k];
     return *this;
   }
-  /// Sum over every cell.
+  /// Sum over every cell (longest_key_list: the maximum).
   WorkCounts total() const {
     WorkCounts sum;
     for (const WorkCounts& cell : cells_) sum += cell;

@@ -19,6 +19,16 @@ int64_t dense_kv_heads(int64_t first, int64_t count, int64_t kv_group) {
   return (first + count - 1) / kv_group - first / kv_group + 1;
 }
 
+/// The most query heads of [first, first + count) that share one K/V head (kv_group consecutive
+/// heads share one).
+int64_t dense_heads_per_kv_head(int64_t first, int64_t count, int64_t kv_group) {
+  int64_t most = 0;
+  for (int64_t kv = first / kv_group; kv * kv_group < first + count; ++kv) {
+    most = std::max(most, std::min(first + count, (kv + 1) * kv_group) - std::max(first, kv * kv_group));
+  }
+  return most;
+}
+
 void scale(WorkMatrix& m, int64_t factor) {
   for (int32_t q = 0; q < m.ranks(); ++q) {
     for (int32_t kv = 0; kv < m.ranks(); ++kv) m.at(q, kv) *= factor;
@@ -56,15 +66,22 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
     WorkCounter counter(geometry);
     WorkMatrix one;
     counter.count_dense_head(one);
-    WorkMatrix keys = one;  // one head's key_lists: every head of a K/V head lists the same blocks
+    // One head's key_lists and longest_key_list: every head of a K/V head lists the same blocks, so
+    // a K/V head's segments hold its heads' tiles times their number, and the longest segment is
+    // that of the K/V head with the most heads in the group (sequences are separate segments).
+    WorkMatrix keys = one;
     scale(one, set.heads_per_group * micro_batch);
     set.matrices.reserve(static_cast<size_t>(set.layers * head_groups));
     for (int64_t l = 0; l < set.layers; ++l) {
       for (int64_t g = 0; g < head_groups; ++g) {
         WorkMatrix m = one;
         const int64_t kv_heads = dense_kv_heads(g * set.heads_per_group, set.heads_per_group, kv_group) * micro_batch;
+        const int64_t heads_per_kv = dense_heads_per_kv_head(g * set.heads_per_group, set.heads_per_group, kv_group);
         for (int32_t q = 0; q < m.ranks(); ++q) {
-          for (int32_t kv = 0; kv < m.ranks(); ++kv) m.at(q, kv).key_lists = keys.at(q, kv).key_lists * kv_heads;
+          for (int32_t kv = 0; kv < m.ranks(); ++kv) {
+            m.at(q, kv).key_lists = keys.at(q, kv).key_lists * kv_heads;
+            m.at(q, kv).longest_key_list = keys.at(q, kv).longest_key_list * heads_per_kv;
+          }
         }
         set.matrices.push_back(std::move(m));
       }

@@ -37,13 +37,15 @@ WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns
 
 /// The same on up to `threads` threads (>= 1), which take layers in turn, each with its own
 /// counter. The result does not depend on `threads`. An InputError of any layer is rethrown.
-/// Without `kv_group` the heads are grouped by `patterns.kv_group` for WorkCounts::key_lists.
+/// Without `kv_group` the heads are grouped by `patterns.kv_group` for WorkCounts::key_lists
+/// and longest_key_list.
 WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
                        int64_t micro_batch, int threads);
 
 /// The same with the model's GQA grouping: `kv_group` query heads share one K/V head (query head
 /// h uses K/V head h / kv_group, as the kernels group them), so key_lists counts the (K/V head,
-/// key block) pairs of each such group once. `kv_group` must divide the query heads.
+/// key block) pairs of each such group once and longest_key_list sums the group's tiles per key
+/// block. `kv_group` must divide the query heads.
 WorkSet count_work_set(const BlockGeometry& geometry, const PatternSet& patterns, int64_t head_groups,
                        int64_t micro_batch, int threads, int64_t kv_group);
 

@@ -3,12 +3,17 @@
 // design rule that the simulator and the kernels agree exactly (docs/architecture.md, Units and invariants). Sizes here
 // are larger than the token-level brute force of work_counter_test.cpp can reach. Non-empty lists
 // are compared with the lists of the materialised index (build_sparse_index), on random patterns
-// and on the odd ones: nothing kept, columns only, slashes only, every offset kept (dense).
+// and on the odd ones: nothing kept, columns only, slashes only, every offset kept (dense). The
+// backward's key-block segments (key_lists, longest_key_list) are compared with the index's tiles
+// regrouped by (K/V row, key block), as its transposition regroups them, also for GQA groups.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "kernels/index/build_sparse_index.hpp"
@@ -45,6 +50,24 @@ int64_t non_empty_lists(const SparseIndex& index) {
     lists += (tiles || columns) ? 1 : 0;
   }
   return lists;
+}
+
+/// Entries of the longest segment of the index's transposition: per (K/V row, key block), the
+/// tiles that the `group` rows sharing the K/V row list on that key block.
+int64_t longest_key_segment(const SparseIndex& index, int32_t group) {
+  const int64_t key_blocks = (index.kv_len + index.block_k - 1) / index.block_k;
+  std::vector<int64_t> entries(static_cast<size_t>(key_blocks), 0);
+  int64_t longest = 0;
+  for (int32_t r = 0; r < index.rows; ++r) {
+    if (r % group == 0) std::fill(entries.begin(), entries.end(), 0);
+    for (int32_t i = 0; i < index.q_blocks; ++i) {
+      const size_t list = static_cast<size_t>(r) * static_cast<size_t>(index.q_blocks) + static_cast<size_t>(i);
+      for (int32_t t = index.tile_offsets[list]; t < index.tile_offsets[list + 1]; ++t) {
+        longest = std::max(longest, ++entries[static_cast<size_t>(index.tile_block[static_cast<size_t>(t)])]);
+      }
+    }
+  }
+  return longest;
 }
 
 /// A random layout of about `max_tokens` tokens: kind, ring size and stripe from the given choices.
@@ -85,6 +108,8 @@ void expect_lists_equal_index(const TokenLayout& layout, int32_t block_q, int32_
       ASSERT_EQ(counted.at(r, src).key_lists, units.key_lists) << describe(layout, block_q, block_k) << " r=" << r << " src=" << src;
       ASSERT_EQ(counted.at(r, src).column_lists, units.column_lists) << describe(layout, block_q, block_k) << " r=" << r;
       ASSERT_EQ(counted.at(r, src).column_items, units.column_items) << describe(layout, block_q, block_k) << " r=" << r;
+      ASSERT_EQ(counted.at(r, src).longest_key_list, longest_key_segment(index, 1))
+          << describe(layout, block_q, block_k) << " r=" << r << " src=" << src;
     }
   }
 }
@@ -154,6 +179,47 @@ TEST(WorkCounterIndexTest, ListsEqualIndexBuilderOnOddPatterns) {
     WorkCounter(geo).count_dense_head(dense);
     expect_lists_equal_index(layout, block_q, block_k, every_offset, dense);
     if (HasFatalFailure()) return;
+  }
+}
+
+TEST(WorkCounterIndexTest, KeySegmentsOfGqaGroupsEqualIndexBuilder) {
+  // The query heads of one K/V head are consecutive rows of the index; the backward's key-block
+  // pass has one segment per (K/V row, key block) holding every tile of the group's rows there.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  const int32_t blocks[] = {16, 32, 48, 64, 128};
+  const int64_t granularities[] = {1, 8, 16, 24, 64, 128, 256};
+  for (int trial = 0; trial < 40; ++trial) {
+    const TokenLayout layout = random_layout(rng, 8, granularities, 6000);
+    const int64_t n = layout.seq_len_tokens();
+    const int32_t block_q = blocks[rng() % 5];
+    const int32_t block_k = blocks[rng() % 5];
+    const int32_t group = 1 + static_cast<int32_t>(rng() % 4);
+    const BlockGeometry geo = make_block_geometry(layout, block_q, block_k);
+    WorkCounter counter(geo);
+    WorkMatrix counted(layout.ranks());
+    std::vector<PreparedRowPattern> rows;
+    counter.begin_key_group();
+    for (int32_t h = 0; h < group; ++h) {
+      KeptPattern pattern;
+      if (rng() % 4 == 0) {
+        for (int64_t d = 0; d < n; ++d) pattern.slash_offsets.push_back(d);  // a dense head in the group
+      } else {
+        pattern = random_pattern(rng, n);
+      }
+      counter.accumulate_group_head(pattern, counted);
+      rows.push_back(prepare_row_pattern(pattern.slash_offsets, pattern.vertical_positions, n));
+    }
+    counter.end_key_group(counted);
+    for (int32_t r = 0; r < layout.ranks(); ++r) {
+      for (int32_t src = 0; src < layout.ranks(); ++src) {
+        const StepGeometry step(IndexGeometry{RingPosition{layout, r, src}, block_q, block_k});
+        const SparseIndex index = build_sparse_index(step, std::span<const PreparedRowPattern>(rows));
+        const std::string where = str(describe(layout, block_q, block_k), " group=", group, " r=", r, " src=", src);
+        ASSERT_EQ(counted.at(r, src).key_lists, backward_units(index, group).key_lists) << where;
+        ASSERT_EQ(counted.at(r, src).longest_key_list, longest_key_segment(index, group)) << where;
+        ASSERT_EQ(counted.at(r, src).tiles, index.tiles()) << where;
+      }
+    }
   }
 }
 

@@ -57,6 +57,7 @@ void expect_matches_brute_force(const TokenLayout& layout, int64_t bq, int64_t b
       ASSERT_EQ(a.column_lists, b.column_lists) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
       ASSERT_EQ(a.column_items, b.column_items)
           << describe(layout, bq, bk) << " item=" << column_item << " r=" << r << " src=" << src;
+      ASSERT_EQ(a.longest_key_list, b.longest_key_list) << describe(layout, bq, bk) << " r=" << r << " src=" << src;
     }
   }
 }
@@ -273,6 +274,8 @@ TEST(WorkCounterTest, RejectsPatternsOutsideTheSequence) {
 TEST(WorkCounterTest, KeyListsOfAGqaGroupAreTheUnionOverItsHeads) {
   // The backward's key-block pass has one segment per (K/V head, key block) that any query head
   // of the group lists: the counter's group count equals the brute-force union, for every layout.
+  // A segment holds the tiles of every head of the group on that key block: the longest is the
+  // maximum over key blocks of the heads' summed tiles.
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   const int64_t blocks[] = {1, 2, 3, 4, 5, 8, 16};
   for (int trial = 0; trial < 120; ++trial) {
@@ -284,23 +287,24 @@ TEST(WorkCounterTest, KeyListsOfAGqaGroupAreTheUnionOverItsHeads) {
     WorkCounter counter(geo);
     WorkMatrix group(layout.ranks());
     WorkMatrix expected(layout.ranks());
-    std::vector<std::vector<char>> hits;
+    std::vector<std::vector<int64_t>> hits;
     counter.begin_key_group();
     for (int h = 0; h < heads; ++h) {
       const KeptPattern p = random_pattern(rng, layout.seq_len_tokens());
       counter.accumulate_group_head(p, group);
       WorkMatrix one = testing::brute_force_work(layout, bq, bk, p, 64, &hits);
       for (int32_t q = 0; q < layout.ranks(); ++q) {
-        for (int32_t kv = 0; kv < layout.ranks(); ++kv) one.at(q, kv).key_lists = 0;
+        for (int32_t kv = 0; kv < layout.ranks(); ++kv) one.at(q, kv).key_lists = one.at(q, kv).longest_key_list = 0;
       }
       expected += one;
     }
     counter.end_key_group(group);
     for (int32_t q = 0; q < layout.ranks(); ++q) {
       for (int32_t kv = 0; kv < layout.ranks(); ++kv) {
-        const std::vector<char>& listed = hits[static_cast<size_t>(q) * static_cast<size_t>(layout.ranks()) +
-                                               static_cast<size_t>(kv)];
-        expected.at(q, kv).key_lists = std::count(listed.begin(), listed.end(), 1);
+        const std::vector<int64_t>& listed = hits[static_cast<size_t>(q) * static_cast<size_t>(layout.ranks()) +
+                                                  static_cast<size_t>(kv)];
+        expected.at(q, kv).key_lists = std::count_if(listed.begin(), listed.end(), [](int64_t t) { return t > 0; });
+        expected.at(q, kv).longest_key_list = listed.empty() ? 0 : *std::max_element(listed.begin(), listed.end());
       }
     }
     ASSERT_EQ(group, expected) << describe(layout, bq, bk) << " heads=" << heads;

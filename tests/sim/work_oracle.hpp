@@ -13,12 +13,13 @@
 
 namespace sparsering::testing {
 
-/// One head's work. `column_item` is BlockGeometry::column_item. If `key_hits` is given it
-/// receives, per cell (q_rank x W + kv_rank), which key blocks some query block lists (OR-ed into
-/// what it holds, so the heads of a GQA group can share it); key_lists is this head's own count.
+/// One head's work. `column_item` is BlockGeometry::column_item. If `key_tiles` is given it
+/// receives, per cell (q_rank x W + kv_rank), how many query blocks list each key block (added to
+/// what it holds, so the heads of a GQA group can share it); key_lists and longest_key_list are
+/// this head's own counts.
 inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, int64_t block_k,
                                    const KeptPattern& pattern, int64_t column_item = 64,
-                                   std::vector<std::vector<char>>* key_hits = nullptr) {
+                                   std::vector<std::vector<int64_t>>* key_tiles = nullptr) {
   const int64_t n = layout.seq_len_tokens();
   const int64_t len = layout.local_len();
   std::vector<char> is_slash(static_cast<size_t>(n), 0);
@@ -30,10 +31,10 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
   const int64_t k_blocks = (len + block_k - 1) / block_k;
   WorkMatrix out(layout.ranks());
   std::vector<char> present(static_cast<size_t>(k_blocks));
-  std::vector<char> key_listed(static_cast<size_t>(k_blocks));
-  if (key_hits != nullptr && key_hits->empty()) {
-    key_hits->assign(static_cast<size_t>(layout.ranks()) * static_cast<size_t>(layout.ranks()),
-                     std::vector<char>(static_cast<size_t>(k_blocks), 0));
+  std::vector<int64_t> key_listed(static_cast<size_t>(k_blocks));  // tiles per key block
+  if (key_tiles != nullptr && key_tiles->empty()) {
+    key_tiles->assign(static_cast<size_t>(layout.ranks()) * static_cast<size_t>(layout.ranks()),
+                      std::vector<int64_t>(static_cast<size_t>(k_blocks), 0));
   }
   for (int32_t r = 0; r < layout.ranks(); ++r) {
     for (int32_t src = 0; src < layout.ranks(); ++src) {
@@ -54,7 +55,7 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
             }
           }
           present[static_cast<size_t>(j)] = hit ? 1 : 0;
-          if (hit) key_listed[static_cast<size_t>(j)] = 1;
+          if (hit) ++key_listed[static_cast<size_t>(j)];
           cell.tiles += hit ? 1 : 0;
           any_tile = any_tile || hit;
           cell.masked_tiles += (hit && !unmasked) ? 1 : 0;
@@ -74,10 +75,12 @@ inline WorkMatrix brute_force_work(const TokenLayout& layout, int64_t block_q, i
         cell.column_items += (columns + column_item - 1) / column_item;
       }
       for (int64_t j = 0; j < k_blocks; ++j) {
-        cell.key_lists += key_listed[static_cast<size_t>(j)];
-        if (key_hits != nullptr && key_listed[static_cast<size_t>(j)] != 0) {
-          (*key_hits)[static_cast<size_t>(r) * static_cast<size_t>(layout.ranks()) + static_cast<size_t>(src)]
-                     [static_cast<size_t>(j)] = 1;
+        const int64_t listed = key_listed[static_cast<size_t>(j)];
+        cell.key_lists += listed > 0 ? 1 : 0;
+        cell.longest_key_list = std::max(cell.longest_key_list, listed);
+        if (key_tiles != nullptr) {
+          (*key_tiles)[static_cast<size_t>(r) * static_cast<size_t>(layout.ranks()) + static_cast<size_t>(src)]
+                      [static_cast<size_t>(j)] += listed;
         }
       }
     }

@@ -73,6 +73,9 @@ TEST(WorkSetTest, KeyListsAreCountedOncePerKvHead) {
       EXPECT_EQ(a.lists, g.lists);
       EXPECT_LE(g.key_lists, a.key_lists);
       EXPECT_GE(2 * g.key_lists, a.key_lists);
+      // A segment holds both heads' tiles: at least the longest of one head, at most twice.
+      EXPECT_GE(g.longest_key_list, a.longest_key_list);
+      EXPECT_LE(g.longest_key_list, 2 * a.longest_key_list);
       fewer += a.key_lists - g.key_lists;
     }
   }
@@ -88,6 +91,37 @@ TEST(WorkSetTest, KeyListsAreCountedOncePerKvHead) {
     EXPECT_EQ(one_kv.at(0, g).total().key_lists, head.total().key_lists);
     EXPECT_EQ(four_kv.at(0, g).total().key_lists, 2 * head.total().key_lists);
     EXPECT_EQ(four_kv.at(0, g).total().tiles, 4 * head.total().tiles);
+    for (int32_t q = 0; q < 4; ++q) {
+      for (int32_t kv = 0; kv < 4; ++kv) {
+        // The 4 heads of a head group in one K/V head's segments; 2 heads in each of two.
+        EXPECT_EQ(one_kv.at(0, g).at(q, kv).longest_key_list, 4 * head.at(q, kv).longest_key_list);
+        EXPECT_EQ(four_kv.at(0, g).at(q, kv).longest_key_list, 2 * head.at(q, kv).longest_key_list);
+      }
+    }
+  }
+}
+
+TEST(WorkSetTest, DenseShortcutCountsAsEveryHeadOfTheGroup) {
+  // The dense shortcut (one head counted, then scaled) equals counting every head's every-offset
+  // pattern in its K/V group, also where head groups cut K/V groups (6 heads, 3 per K/V head, head
+  // groups of 2: the middle group holds one head of each of two K/V heads) and with a micro batch
+  // (its sequences are separate segments: the longest is not multiplied).
+  const int64_t n = 1024;
+  for (const TokenLayout& layout : {make_token_layout(LayoutKind::zigzag, n, 2), make_token_layout(LayoutKind::striped, n, 4, 16),
+                                    make_token_layout(LayoutKind::contiguous, n, 4)}) {
+    const BlockGeometry geo = make_block_geometry(layout, 64, 32);
+    PatternSet every = dense_patterns(1, 6, n);
+    every.dense = false;
+    KeptPattern all;
+    for (int64_t d = 0; d < n; ++d) all.slash_offsets.push_back(d);
+    every.patterns.assign(6, all);
+    const WorkSet shortcut = count_work_set(geo, dense_patterns(1, 6, n), 3, 2, 1, 3);
+    const WorkSet counted = count_work_set(geo, every, 3, 2, 1, 3);
+    for (int64_t g = 0; g < 3; ++g) EXPECT_EQ(shortcut.at(0, g), counted.at(0, g)) << to_string(layout.kind()) << " " << g;
+    WorkMatrix head;
+    WorkCounter(geo).count_dense_head(head);
+    EXPECT_EQ(shortcut.at(0, 1).total().longest_key_list, head.total().longest_key_list);
+    EXPECT_EQ(shortcut.at(0, 0).total().longest_key_list, 2 * head.total().longest_key_list);
   }
 }
 
@@ -119,6 +153,7 @@ TEST(WorkSetTest, OneHeadGroupWithAReusedCounter) {
         for (int32_t kv = 0; kv < 4; ++kv) {
           EXPECT_EQ(got.at(q, kv).tiles, 3 * expected.at(q, kv).tiles) << l << " " << first;
           EXPECT_EQ(got.at(q, kv).key_lists, 3 * expected.at(q, kv).key_lists) << l << " " << first;
+          EXPECT_EQ(got.at(q, kv).longest_key_list, expected.at(q, kv).longest_key_list) << l << " " << first;
           EXPECT_EQ(got.at(q, kv).column_chunks, 3 * expected.at(q, kv).column_chunks) << l << " " << first;
         }
       }

@@ -235,7 +235,8 @@ TEST(ValidationOutputs, CellsCsvRowsReproduceTheirPredictionFromTheirWork) {
   std::getline(csv, line);
   EXPECT_EQ(line,
             "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
-            "columns,column_chunks,key_lists,column_lists,column_items,key_blocks,measured_us,predicted_us");
+            "columns,column_chunks,key_lists,column_lists,column_items,longest_key_list,key_blocks,measured_us,"
+            "predicted_us");
   int64_t rows = 0;
   int64_t backward_rows = 0;
   WorkCounts total;
@@ -245,7 +246,7 @@ TEST(ValidationOutputs, CellsCsvRowsReproduceTheirPredictionFromTheirWork) {
     std::getline(fields, direction, ',');
     std::vector<double> v;
     for (std::string field; std::getline(fields, field, ',');) v.push_back(std::stod(field));
-    ASSERT_EQ(v.size(), 19U) << line;
+    ASSERT_EQ(v.size(), 20U) << line;
     EXPECT_EQ(v[2], 64);   // block_q
     EXPECT_EQ(v[3], 64);   // block_k
     EXPECT_EQ(v[4], 128);  // head dim
@@ -256,13 +257,17 @@ TEST(ValidationOutputs, CellsCsvRowsReproduceTheirPredictionFromTheirWork) {
     const WorkCounts work{.tiles = static_cast<int64_t>(v[3]), .masked_tiles = static_cast<int64_t>(v[4]),
                           .columns = static_cast<int64_t>(v[5]), .column_chunks = static_cast<int64_t>(v[6]),
                           .lists = static_cast<int64_t>(v[2]), .key_lists = static_cast<int64_t>(v[7]),
-                          .column_lists = static_cast<int64_t>(v[8]), .column_items = static_cast<int64_t>(v[9])};
+                          .column_lists = static_cast<int64_t>(v[8]), .column_items = static_cast<int64_t>(v[9]),
+                          .longest_key_list = static_cast<int64_t>(v[10])};
     const bool backward = direction == "backward";
     ASSERT_TRUE(backward || direction == "forward") << line;
-    EXPECT_EQ(static_cast<int64_t>(v[10]), result.launch.key_blocks());
+    // A segment holds at most one tile per (query head of the group, query block) and needs one.
+    EXPECT_LE(work.longest_key_list, work.tiles) << line;
+    EXPECT_EQ(work.longest_key_list > 0, work.key_lists > 0) << line;
+    EXPECT_EQ(static_cast<int64_t>(v[11]), result.launch.key_blocks());
     const double predicted_us = ns_to_us(kernel_time_ns(backward ? cost.backward : cost.forward, work, result.launch));
-    EXPECT_NEAR(v[12], predicted_us, 1e-6 * predicted_us + 1e-9) << line;
-    EXPECT_NEAR(v[11], 1.25 * v[12], 1e-6 * v[11] + 1e-9) << line;
+    EXPECT_NEAR(v[13], predicted_us, 1e-6 * predicted_us + 1e-9) << line;
+    EXPECT_NEAR(v[12], 1.25 * v[13], 1e-6 * v[12] + 1e-9) << line;
     if (!backward) total += work;
     backward_rows += backward ? 1 : 0;
     ++rows;

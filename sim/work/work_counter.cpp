@@ -130,6 +130,7 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry, size_t max_slot_entries)
     key_offset += static_cast<size_t>(cls.members) + 2;
   }
   key_member_diff_.assign(key_offset, 0);
+  key_member_range_.assign(geometry.k_classes.size(), BlockRange{});
   segment_start_.resize(static_cast<size_t>(geometry.layout.ranks()) * geometry.segments.size());
   for (int32_t r = 0; r < geometry.layout.ranks(); ++r) {
     for (size_t s = 0; s < geometry.segments.size(); ++s) {
@@ -189,6 +190,7 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
   presence_store_.clear();
   key_tiles_index_.clear();  // its keys are presence sets of the previous head
   key_tiles_store_.clear();
+  key_tiles_range_.clear();
   listed_index_.clear();
   listed_store_.clear();
   std::fill(presence_of_slot_.begin(), presence_of_slot_.end(), -1);
@@ -816,89 +818,141 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
 void WorkCounter::add_key_block_tiles(int32_t q_rank, int32_t kv_rank) {
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
-  int32_t* tiles = key_tiles_.data() + (static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank)) * k_blocks;
-  for (const int64_t j : irregular_key_hits_) ++tiles[static_cast<size_t>(j)];
+  const size_t rank_pair = static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank);
+  int32_t* tiles = key_tiles_.data() + rank_pair * k_blocks;
+  BlockRange& touched = key_range_[rank_pair];
+  for (const int64_t j : irregular_key_hits_) {
+    ++tiles[static_cast<size_t>(j)];
+    touched.add(j, j);
+  }
   // The regular blocks' counts are a function of the rank pair's presence sets alone, which are
   // memoized: with one segment per rank (contiguous, striped) the rank pairs at the same offset
   // share them; with two (zigzag) hardly any pair does, and they are computed each time.
   if (!memoize_ || geo_.segments.size() != 1) {
-    regular_key_tiles(tiles);
+    const BlockRange added = regular_key_tiles(tiles);
+    touched.add(added.lo, added.hi);
     return;
   }
   presence_key_.assign(pair_presence_.begin(), pair_presence_.end());
-  const auto [it, inserted] = key_tiles_index_.try_emplace(presence_key_, key_tiles_store_.size());
+  const auto [it, inserted] = key_tiles_index_.try_emplace(presence_key_, key_tiles_range_.size());
   if (inserted) {
     key_tiles_store_.resize(key_tiles_store_.size() + k_blocks, 0);
-    regular_key_tiles(key_tiles_store_.data() + it->second);
+    key_tiles_range_.push_back(regular_key_tiles(key_tiles_store_.data() + it->second * k_blocks));
   }
-  const int32_t* cached = key_tiles_store_.data() + it->second;
-  for (size_t j = 0; j < k_blocks; ++j) tiles[j] += cached[j];
+  const int32_t* cached = key_tiles_store_.data() + it->second * k_blocks;
+  const BlockRange added = key_tiles_range_[it->second];
+  for (int64_t j = added.lo; j <= added.hi; ++j) tiles[j] += cached[j];
+  touched.add(added.lo, added.hi);
 }
 
-void WorkCounter::regular_key_tiles(int32_t* tiles) {
+WorkCounter::BlockRange WorkCounter::regular_key_tiles(int32_t* tiles) {
   // Key member b of class B meets query member a of class A iff a - b is a present offset of
   // (A, B). A run [lo, hi] of them gives b the members a in [max(0, b + lo), min(count_a - 1, b + hi)]:
   // the sum over a of the indicator of b in [a - hi, a - lo], a trapezoid in b. Its first
   // difference is +1 on [-hi, count_a - 1 - hi] and -1 on [1 - lo, count_a - lo], so four points
   // of a second-order difference array per run; points past the last member change nothing, and
   // points below member 0 fold into members 0 and 1 (an impulse v at p < 0 adds v x (b - p + 1)
-  // to member b >= 0). Irregular blocks are counted tile by tile (count_pair).
-  const auto add = [](int64_t* diff, int64_t members, int64_t at, int64_t v) {
-    if (at >= members) return;
-    if (at >= 0) {
-      diff[at] += v;
-      return;
-    }
-    diff[0] += v * (1 - at);
-    diff[1] += v * at;
-  };
+  // to member b >= 0). Only the members from the first point to the last are swept: the counts
+  // are 0 before the first and after the last in range (each run's trapezoid is back to 0 there).
+  // Irregular blocks are counted tile by tile (count_pair).
   for (size_t p = 0; p < geo_.pairs.size(); ++p) {
     const ClassPair& pair = geo_.pairs[p];
+    const RunSet& mu = pair_presence_[p]->mu;
+    if (mu.empty()) continue;
     const int64_t count_a = geo_.q_classes[static_cast<size_t>(pair.q_class)].members;
-    const int64_t members_b = geo_.k_classes[static_cast<size_t>(pair.k_class)].members;
-    int64_t* const diff = key_member_diff_.data() + key_class_offset_[static_cast<size_t>(pair.k_class)];
-    for (const Interval& run : pair_presence_[p]->mu.runs()) {
-      add(diff, members_b, -run.hi, 1);
-      add(diff, members_b, count_a - run.hi, -1);
-      add(diff, members_b, 1 - run.lo, -1);
-      add(diff, members_b, count_a - run.lo + 1, 1);
+    const auto k_class = static_cast<size_t>(pair.k_class);
+    const int64_t members = geo_.k_classes[k_class].members;
+    int64_t* const diff = key_member_diff_.data() + key_class_offset_[k_class];
+    BlockRange& swept = key_member_range_[k_class];
+    const auto add = [&](int64_t at, int64_t v) {
+      if (at >= members) {
+        swept.hi = std::max(swept.hi, members - 1);  // the trapezoid ends past the last member
+        return;
+      }
+      if (at >= 0) {
+        diff[at] += v;
+        swept.add(at, at);
+        return;
+      }
+      diff[0] += v * (1 - at);
+      diff[1] += v * at;
+      swept.add(0, 1);
+    };
+    for (const Interval& run : mu.runs()) {
+      add(-run.hi, 1);
+      add(count_a - run.hi, -1);
+      add(1 - run.lo, -1);
+      add(count_a - run.lo + 1, 1);
     }
   }
+  BlockRange touched;
   for (size_t k = 0; k < geo_.k_classes.size(); ++k) {
+    BlockRange& swept = key_member_range_[k];
+    if (swept.empty()) continue;
     const BlockClass& kc = geo_.k_classes[k];
     int64_t* const diff = key_member_diff_.data() + key_class_offset_[k];
+    const int64_t last = std::min(swept.hi, kc.members - 1);
     int64_t slope = 0;
     int64_t value = 0;
-    int64_t block = kc.first_block;
-    for (int64_t b = 0; b < kc.members; ++b, block += kc.block_stride) {
-      slope += diff[b];
-      diff[b] = 0;
-      value += slope;
-      tiles[block] += static_cast<int32_t>(value);
+    int64_t block = kc.first_block + swept.lo * kc.block_stride;
+    if (kc.block_stride == 1) {
+      int32_t* const at = tiles + kc.first_block;
+      for (int64_t b = swept.lo; b <= last; ++b) {
+        slope += diff[b];
+        value += slope;
+        at[b] += static_cast<int32_t>(value);
+      }
+    } else {
+      for (int64_t b = swept.lo; b <= last; ++b, block += kc.block_stride) {
+        slope += diff[b];
+        value += slope;
+        tiles[block] += static_cast<int32_t>(value);
+      }
     }
-    diff[kc.members] = 0;
-    diff[kc.members + 1] = 0;
+    // Zeroed apart from the sweep (one store less per member); up to a fold's point 1, which may
+    // lie past a single member.
+    std::fill(diff + swept.lo, diff + swept.hi + 1, 0);
+    if (swept.lo <= last) touched.add(kc.first_block + swept.lo * kc.block_stride, kc.first_block + last * kc.block_stride);
+    swept = BlockRange{};
   }
+  return touched;
 }
 
 void WorkCounter::begin_key_group() {
-  const auto ranks = static_cast<size_t>(geo_.layout.ranks());
-  key_tiles_.assign(ranks * ranks * static_cast<size_t>(geo_.k_blocks), 0);
+  const auto pairs = static_cast<size_t>(geo_.layout.ranks()) * static_cast<size_t>(geo_.layout.ranks());
+  const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
+  if (key_tiles_.size() != pairs * k_blocks) {
+    key_tiles_.assign(pairs * k_blocks, 0);
+    key_range_.assign(pairs, BlockRange{});
+    return;
+  }
+  // end_key_group leaves the counts zeroed; a group left unfinished (an error) is cleared here.
+  for (size_t rp = 0; rp < pairs; ++rp) {
+    BlockRange& touched = key_range_[rp];
+    if (touched.empty()) continue;
+    std::fill(key_tiles_.begin() + static_cast<std::ptrdiff_t>(rp * k_blocks + static_cast<size_t>(touched.lo)),
+              key_tiles_.begin() + static_cast<std::ptrdiff_t>(rp * k_blocks + static_cast<size_t>(touched.hi) + 1), 0);
+    touched = BlockRange{};
+  }
 }
 
 void WorkCounter::end_key_group(WorkMatrix& out) {
   const int32_t ranks = geo_.layout.ranks();
-  const int64_t k_blocks = geo_.k_blocks;
-  const int32_t* tiles = key_tiles_.data();
+  const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
+  size_t rank_pair = 0;
   for (int32_t q = 0; q < ranks; ++q) {
-    for (int32_t kv = 0; kv < ranks; ++kv) {
+    for (int32_t kv = 0; kv < ranks; ++kv, ++rank_pair) {
+      BlockRange& touched = key_range_[rank_pair];
+      if (touched.empty()) continue;
+      int32_t* const tiles = key_tiles_.data() + rank_pair * k_blocks;
       int64_t listed = 0;
       int32_t longest = 0;
-      for (int64_t j = 0; j < k_blocks; ++j) {
+      for (int64_t j = touched.lo; j <= touched.hi; ++j) {
         listed += tiles[j] != 0 ? 1 : 0;
         longest = std::max(longest, tiles[j]);
+        tiles[j] = 0;  // zeroed for the next group
       }
-      tiles += k_blocks;
+      touched = BlockRange{};
       WorkCounts& cell = out.at(q, kv);
       cell.key_lists += listed;
       cell.longest_key_list = std::max<int64_t>(cell.longest_key_list, longest);

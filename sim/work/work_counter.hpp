@@ -30,6 +30,7 @@
 // and against the kernels' index builder in tests/sim/work_counter_index_test.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -151,9 +152,19 @@ class WorkCounter {
   WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
   /// Adds the rank pair's tiles per key block to the group's counts (after count_pair).
   void add_key_block_tiles(int32_t q_rank, int32_t kv_rank);
+  /// An interval of key blocks (or key members) [lo, hi]; empty when lo > hi.
+  struct BlockRange {
+    int64_t lo = INT64_MAX;
+    int64_t hi = -1;
+    bool empty() const { return lo > hi; }
+    void add(int64_t from, int64_t to) {
+      lo = std::min(lo, from);
+      hi = std::max(hi, to);
+    }
+  };
   /// Adds the tiles per regular key block of the current rank pair's presence sets to `tiles`
-  /// (k_blocks entries).
-  void regular_key_tiles(int32_t* tiles);
+  /// (k_blocks entries); returns the blocks it may have changed.
+  BlockRange regular_key_tiles(int32_t* tiles);
   void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
   /// count_columns for the common geometry: every query class one block apart, no irregular
   /// block, block_k a power of two.
@@ -240,13 +251,17 @@ class WorkCounter {
   /// Tiles per key block of the current GQA group, summed over its heads: k_blocks entries per
   /// rank pair ([(q rank x W + kv rank) x k_blocks + block]).
   std::vector<int32_t> key_tiles_;
+  /// Per rank pair, the key blocks whose counts may be nonzero: what end_key_group reads and zeroes.
+  std::vector<BlockRange> key_range_;
   std::vector<int64_t> irregular_key_hits_;  ///< key block of each irregular tile found by count_pair
   /// regular_key_tiles' second-order difference arrays over the members of each key class
   /// (members + 2 entries at key_class_offset_[class]); kept zeroed between calls.
   std::vector<int64_t> key_member_diff_;
   std::vector<size_t> key_class_offset_;
+  std::vector<BlockRange> key_member_range_;  ///< per key class, the members with a point
   /// regular_key_tiles of each distinct tuple of presence sets (pair_presence_) of the current
-  /// head: key_tiles_store_[key_tiles_index_[tuple] ..] holds k_blocks entries.
+  /// head: entry e = key_tiles_index_[tuple] holds k_blocks counts at key_tiles_store_[e x k_blocks]
+  /// and the blocks they may change at key_tiles_range_[e].
   struct PresenceTupleHash {
     size_t operator()(const std::vector<const Presence*>& tuple) const {
       size_t h = 1469598103934665603ULL;
@@ -256,6 +271,7 @@ class WorkCounter {
   };
   std::unordered_map<std::vector<const Presence*>, size_t, PresenceTupleHash> key_tiles_index_;
   std::vector<int32_t> key_tiles_store_;
+  std::vector<BlockRange> key_tiles_range_;
   std::vector<const Presence*> presence_key_;
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;

@@ -143,6 +143,7 @@ TEST(WorkLowerBound, NeverExceedsTheExactCountAndTilesAreExactWhenClaimed) {
                                                 << " W=" << w << " cell " << q << "," << kv;
             ASSERT_LE(b.columns, e.columns);
             ASSERT_LE(b.column_items, e.column_items);
+            ASSERT_LE(b.longest_key_list, e.longest_key_list);
             if (exact_keys) {
               ASSERT_EQ(b.key_lists, e.key_lists) << to_string(layout.kind());
             }

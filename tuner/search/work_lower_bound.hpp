@@ -3,8 +3,8 @@
 // gets tiles <= the exact tiles, column_chunks <= the exact chunks, lists <= the exact lists and
 // key_lists <= the exact key lists, and the backward's column_lists, columns and column_items at
 // most the exact ones (every row the chunk bound counts is a list with a column; a row bounded to
-// gather c columns has ceil(c / 64) items); masked_tiles is left 0. The kernel semantics are those
-// of kernels/sparse_index.hpp.
+// gather c columns has ceil(c / 64) items); masked_tiles and longest_key_list are left 0. The
+// kernel semantics are those of kernels/sparse_index.hpp.
 //
 // Tiles. When every local block is one global block-aligned block ("aligned": contiguous with
 // b | N/W, zigzag with b | N/2W, striped with b | G), tile (global q block I, key block J) is listed

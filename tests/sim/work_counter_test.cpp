@@ -311,6 +311,24 @@ TEST(WorkCounterTest, KeyListsOfAGqaGroupAreTheUnionOverItsHeads) {
   }
 }
 
+TEST(WorkCounterTest, SumsAndRepeatsKeepTheLongestSegment) {
+  // Other K/V heads and repeated sequences are separate segments: sums take the longest, repeats
+  // leave it; every other count adds up.
+  WorkCounts a{.tiles = 10, .key_lists = 4, .longest_key_list = 7};
+  const WorkCounts b{.tiles = 3, .key_lists = 2, .longest_key_list = 5};
+  a += b;
+  EXPECT_EQ(a.tiles, 13);
+  EXPECT_EQ(a.key_lists, 6);
+  EXPECT_EQ(a.longest_key_list, 7);
+  a *= 3;
+  EXPECT_EQ(a.tiles, 39);
+  EXPECT_EQ(a.longest_key_list, 7);
+  WorkMatrix m(2);
+  m.at(0, 1).longest_key_list = 4;
+  m.at(1, 0).longest_key_list = 9;
+  EXPECT_EQ(m.total().longest_key_list, 9);
+}
+
 TEST(WorkCounterTest, HashedMemoCountsAsTheSlotTables) {
   // Rings too large for the rank-pair slot tables look their memo up by hash: same counts.
   std::mt19937_64 rng = sparsering::testing_support::test_rng();

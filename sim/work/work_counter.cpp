@@ -131,6 +131,8 @@ WorkCounter::WorkCounter(const BlockGeometry& geometry, size_t max_slot_entries)
   }
   key_member_diff_.assign(key_offset, 0);
   key_member_range_.assign(geometry.k_classes.size(), BlockRange{});
+  shared_key_tiles_ = memoize_ && geometry.segments.size() == 1 && geometry.irregular_q_blocks.empty() &&
+                      geometry.irregular_k_blocks.empty();
   segment_start_.resize(static_cast<size_t>(geometry.layout.ranks()) * geometry.segments.size());
   for (int32_t r = 0; r < geometry.layout.ranks(); ++r) {
     for (size_t s = 0; s < geometry.segments.size(); ++s) {
@@ -189,8 +191,6 @@ void WorkCounter::prepare_runs(RunSet slash_runs, const std::vector<int64_t>& ve
   presence_index_.clear();
   presence_store_.clear();
   key_tiles_index_.clear();  // its keys are presence sets of the previous head
-  key_tiles_store_.clear();
-  key_tiles_range_.clear();
   listed_index_.clear();
   listed_store_.clear();
   std::fill(presence_of_slot_.begin(), presence_of_slot_.end(), -1);
@@ -815,10 +815,32 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
   return counts;
 }
 
+size_t WorkCounter::shared_key_tiles() {
+  presence_key_.assign(pair_presence_.begin(), pair_presence_.end());
+  const auto [it, inserted] = key_tiles_index_.try_emplace(presence_key_, key_tiles_range_.size());
+  if (inserted) {
+    const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
+    key_tiles_store_.resize(key_tiles_store_.size() + k_blocks, 0);
+    key_tiles_range_.push_back(regular_key_tiles(key_tiles_store_.data() + it->second * k_blocks));
+  }
+  return it->second;
+}
+
+void WorkCounter::start_key_head() {
+  if (!shared_key_tiles_) return;
+  const auto pairs = static_cast<size_t>(geo_.layout.ranks()) * static_cast<size_t>(geo_.layout.ranks());
+  key_head_offset_ = key_ids_.size();
+  key_ids_.resize(key_head_offset_ + pairs);
+}
+
 void WorkCounter::add_key_block_tiles(int32_t q_rank, int32_t kv_rank) {
   const auto ranks = static_cast<size_t>(geo_.layout.ranks());
   const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
   const size_t rank_pair = static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank);
+  if (shared_key_tiles_) {
+    key_ids_[key_head_offset_ + rank_pair] = static_cast<int32_t>(shared_key_tiles());
+    return;
+  }
   int32_t* tiles = key_tiles_.data() + rank_pair * k_blocks;
   BlockRange& touched = key_range_[rank_pair];
   for (const int64_t j : irregular_key_hits_) {
@@ -833,14 +855,9 @@ void WorkCounter::add_key_block_tiles(int32_t q_rank, int32_t kv_rank) {
     touched.add(added.lo, added.hi);
     return;
   }
-  presence_key_.assign(pair_presence_.begin(), pair_presence_.end());
-  const auto [it, inserted] = key_tiles_index_.try_emplace(presence_key_, key_tiles_range_.size());
-  if (inserted) {
-    key_tiles_store_.resize(key_tiles_store_.size() + k_blocks, 0);
-    key_tiles_range_.push_back(regular_key_tiles(key_tiles_store_.data() + it->second * k_blocks));
-  }
-  const int32_t* cached = key_tiles_store_.data() + it->second * k_blocks;
-  const BlockRange added = key_tiles_range_[it->second];
+  const size_t id = shared_key_tiles();
+  const int32_t* cached = key_tiles_store_.data() + id * k_blocks;
+  const BlockRange added = key_tiles_range_[id];
   for (int64_t j = added.lo; j <= added.hi; ++j) tiles[j] += cached[j];
   touched.add(added.lo, added.hi);
 }
@@ -921,6 +938,12 @@ WorkCounter::BlockRange WorkCounter::regular_key_tiles(int32_t* tiles) {
 void WorkCounter::begin_key_group() {
   const auto pairs = static_cast<size_t>(geo_.layout.ranks()) * static_cast<size_t>(geo_.layout.ranks());
   const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
+  key_group_begun_ = true;
+  key_tiles_index_.clear();
+  key_tiles_store_.clear();
+  key_tiles_range_.clear();
+  key_ids_.clear();
+  if (shared_key_tiles_) return;
   if (key_tiles_.size() != pairs * k_blocks) {
     key_tiles_.assign(pairs * k_blocks, 0);
     key_range_.assign(pairs, BlockRange{});
@@ -936,7 +959,50 @@ void WorkCounter::begin_key_group() {
   }
 }
 
+void WorkCounter::end_shared_key_group(WorkMatrix& out) {
+  // A rank pair's group counts are the sum of its heads' memoized counts: rank pairs with the same
+  // memo entry for every head (with one segment per rank, those at the same offset) share them,
+  // so each distinct tuple of entries is summed once.
+  const int32_t ranks = geo_.layout.ranks();
+  const auto pairs = static_cast<size_t>(ranks) * static_cast<size_t>(ranks);
+  const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
+  const size_t heads = pairs == 0 ? 0 : key_ids_.size() / pairs;
+  key_sum_.assign(k_blocks, 0);
+  key_group_results_.clear();
+  std::vector<int32_t> tuple(heads);
+  size_t rank_pair = 0;
+  for (int32_t q = 0; q < ranks; ++q) {
+    for (int32_t kv = 0; kv < ranks; ++kv, ++rank_pair) {
+      for (size_t h = 0; h < heads; ++h) tuple[h] = key_ids_[h * pairs + rank_pair];
+      auto [it, inserted] = key_group_results_.try_emplace(tuple, std::pair<int64_t, int32_t>{0, 0});
+      if (inserted) {
+        BlockRange range;
+        for (const int32_t id : tuple) {
+          const BlockRange added = key_tiles_range_[static_cast<size_t>(id)];
+          if (added.empty()) continue;
+          const int32_t* cached = key_tiles_store_.data() + static_cast<size_t>(id) * k_blocks;
+          for (int64_t j = added.lo; j <= added.hi; ++j) key_sum_[static_cast<size_t>(j)] += cached[j];
+          range.add(added.lo, added.hi);
+        }
+        for (int64_t j = range.lo; j <= range.hi; ++j) {
+          it->second.first += key_sum_[static_cast<size_t>(j)] != 0 ? 1 : 0;
+          it->second.second = std::max(it->second.second, key_sum_[static_cast<size_t>(j)]);
+          key_sum_[static_cast<size_t>(j)] = 0;
+        }
+      }
+      WorkCounts& cell = out.at(q, kv);
+      cell.key_lists += it->second.first;
+      cell.longest_key_list = std::max<int64_t>(cell.longest_key_list, it->second.second);
+    }
+  }
+  key_ids_.clear();
+}
+
 void WorkCounter::end_key_group(WorkMatrix& out) {
+  if (shared_key_tiles_) {
+    end_shared_key_group(out);
+    return;
+  }
   const int32_t ranks = geo_.layout.ranks();
   const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
   size_t rank_pair = 0;
@@ -969,9 +1035,9 @@ void WorkCounter::accumulate_head(const KeptPattern& pattern, WorkMatrix& out) {
 void WorkCounter::accumulate_group_head(const KeptPattern& pattern, WorkMatrix& out) {
   const int32_t ranks = geo_.layout.ranks();
   require(out.ranks() == ranks, "work matrix has ", out.ranks(), " ranks, the geometry ", ranks);
-  require(key_tiles_.size() == static_cast<size_t>(ranks) * static_cast<size_t>(ranks) * static_cast<size_t>(geo_.k_blocks),
-          "accumulate_group_head outside begin_key_group / end_key_group");
+  require(key_group_begun_, "accumulate_group_head outside begin_key_group / end_key_group");
   prepare(pattern);
+  start_key_head();
   for (int32_t q = 0; q < ranks; ++q) {
     for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
   }
@@ -984,6 +1050,7 @@ void WorkCounter::count_dense_head(WorkMatrix& out) {
   all.append(0, geo_.layout.seq_len_tokens() - 1);
   prepare_runs(std::move(all), {});
   begin_key_group();
+  start_key_head();
   for (int32_t q = 0; q < ranks; ++q) {
     for (int32_t kv = 0; kv < ranks; ++kv) out.at(q, kv) += count_pair(q, kv);
   }

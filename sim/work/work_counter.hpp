@@ -26,7 +26,8 @@
 // class's members give the same runs for less.
 // Cost per head: O(W^2 x class pairs + W x runs of F + verticals x runs + W^2 x query blocks when
 // there are verticals + W^2 x query classes x runs of the listed members + W^2 x key blocks for the
-// per-key-block tile counts); memory O(W^2 x key blocks) for those counts. Tested against token-level brute force in tests/sim/work_counter_test.cpp
+// per-key-block tile counts); memory O(W^2 x key blocks) for those counts, or O(W^2 x heads of a
+// GQA group) with one segment per rank and no irregular block (memo entries per rank pair). Tested against token-level brute force in tests/sim/work_counter_test.cpp
 // and against the kernels' index builder in tests/sim/work_counter_index_test.cpp.
 #pragma once
 
@@ -152,6 +153,11 @@ class WorkCounter {
   WorkCounts count_pair(int32_t q_rank, int32_t kv_rank);
   /// Adds the rank pair's tiles per key block to the group's counts (after count_pair).
   void add_key_block_tiles(int32_t q_rank, int32_t kv_rank);
+  /// The memo entry (key_tiles_store_) of the current rank pair's presence sets, computed if new.
+  size_t shared_key_tiles();
+  /// Before a head's rank pairs: room for its memo entries (shared_key_tiles_).
+  void start_key_head();
+  void end_shared_key_group(WorkMatrix& out);
   /// An interval of key blocks (or key members) [lo, hi]; empty when lo > hi.
   struct BlockRange {
     int64_t lo = INT64_MAX;
@@ -272,6 +278,23 @@ class WorkCounter {
   std::unordered_map<std::vector<const Presence*>, size_t, PresenceTupleHash> key_tiles_index_;
   std::vector<int32_t> key_tiles_store_;
   std::vector<BlockRange> key_tiles_range_;
+  /// One segment per rank and no irregular block: instead of key_tiles_, each rank pair keeps the
+  /// memo entry of each head of the group (key_ids_[head x W^2 + rank pair]; the store lives for
+  /// the group), and end_key_group sums each distinct tuple of entries once.
+  bool shared_key_tiles_ = false;
+  bool key_group_begun_ = false;
+  std::vector<int32_t> key_ids_;
+  size_t key_head_offset_ = 0;
+  std::vector<int32_t> key_sum_;
+  struct IdTupleHash {
+    size_t operator()(const std::vector<int32_t>& tuple) const {
+      size_t h = 1469598103934665603ULL;
+      for (const int32_t id : tuple) h = (h ^ static_cast<size_t>(id)) * 1099511628211ULL;
+      return h;
+    }
+  };
+  /// Per distinct tuple of memo entries: (key blocks listed, most tiles of one key block).
+  std::unordered_map<std::vector<int32_t>, std::pair<int64_t, int32_t>, IdTupleHash> key_group_results_;
   std::vector<const Presence*> presence_key_;
   std::vector<Interval> q_runs_;
   std::vector<Interval> k_runs_;

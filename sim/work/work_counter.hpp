@@ -288,9 +288,9 @@ class WorkCounter {
   std::vector<int32_t> key_sum_;
   struct IdTupleHash {
     size_t operator()(const std::vector<int32_t>& tuple) const {
-      size_t h = 1469598103934665603ULL;
-      for (const int32_t id : tuple) h = (h ^ static_cast<size_t>(id)) * 1099511628211ULL;
-      return h;
+      uint64_t h = UINT64_C(1469598103934665603);  // FNV-1a
+      for (const int32_t id : tuple) h = (h ^ static_cast<uint64_t>(static_cast<uint32_t>(id))) * UINT64_C(1099511628211);
+      return static_cast<size_t>(h);
     }
   };
   /// Per distinct tuple of memo entries: (key blocks listed, most tiles of one key block).

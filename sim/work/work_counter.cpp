@@ -815,7 +815,7 @@ WorkCounts WorkCounter::count_pair(int32_t q_rank, int32_t kv_rank) {
   return counts;
 }
 
-size_t WorkCounter::shared_key_tiles() {
+size_t WorkCounter::memoized_key_tiles() {
   presence_key_.assign(pair_presence_.begin(), pair_presence_.end());
   const auto [it, inserted] = key_tiles_index_.try_emplace(presence_key_, key_tiles_range_.size());
   if (inserted) {
@@ -838,7 +838,7 @@ void WorkCounter::add_key_block_tiles(int32_t q_rank, int32_t kv_rank) {
   const auto k_blocks = static_cast<size_t>(geo_.k_blocks);
   const size_t rank_pair = static_cast<size_t>(q_rank) * ranks + static_cast<size_t>(kv_rank);
   if (shared_key_tiles_) {
-    key_ids_[key_head_offset_ + rank_pair] = static_cast<int32_t>(shared_key_tiles());
+    key_ids_[key_head_offset_ + rank_pair] = static_cast<int32_t>(memoized_key_tiles());
     return;
   }
   int32_t* tiles = key_tiles_.data() + rank_pair * k_blocks;
@@ -855,11 +855,26 @@ void WorkCounter::add_key_block_tiles(int32_t q_rank, int32_t kv_rank) {
     touched.add(added.lo, added.hi);
     return;
   }
-  const size_t id = shared_key_tiles();
-  const int32_t* cached = key_tiles_store_.data() + id * k_blocks;
-  const BlockRange added = key_tiles_range_[id];
-  for (int64_t j = added.lo; j <= added.hi; ++j) tiles[j] += cached[j];
+  const BlockRange added = add_memoized_key_tiles(memoized_key_tiles(), tiles);
   touched.add(added.lo, added.hi);
+}
+
+WorkCounter::BlockRange WorkCounter::add_memoized_key_tiles(size_t id, int32_t* tiles) const {
+  const BlockRange added = key_tiles_range_[id];
+  const int32_t* cached = key_tiles_store_.data() + id * static_cast<size_t>(geo_.k_blocks);
+  for (int64_t j = added.lo; j <= added.hi; ++j) tiles[j] += cached[j];
+  return added;
+}
+
+std::pair<int64_t, int32_t> WorkCounter::take_key_tiles(int32_t* tiles, BlockRange range) {
+  int64_t listed = 0;
+  int32_t longest = 0;
+  for (int64_t j = range.lo; j <= range.hi; ++j) {
+    listed += tiles[j] != 0 ? 1 : 0;
+    longest = std::max(longest, tiles[j]);
+    tiles[j] = 0;
+  }
+  return {listed, longest};
 }
 
 WorkCounter::BlockRange WorkCounter::regular_key_tiles(int32_t* tiles) {
@@ -978,17 +993,10 @@ void WorkCounter::end_shared_key_group(WorkMatrix& out) {
       if (inserted) {
         BlockRange range;
         for (const int32_t id : tuple) {
-          const BlockRange added = key_tiles_range_[static_cast<size_t>(id)];
-          if (added.empty()) continue;
-          const int32_t* cached = key_tiles_store_.data() + static_cast<size_t>(id) * k_blocks;
-          for (int64_t j = added.lo; j <= added.hi; ++j) key_sum_[static_cast<size_t>(j)] += cached[j];
-          range.add(added.lo, added.hi);
+          const BlockRange added = add_memoized_key_tiles(static_cast<size_t>(id), key_sum_.data());
+          if (!added.empty()) range.add(added.lo, added.hi);
         }
-        for (int64_t j = range.lo; j <= range.hi; ++j) {
-          it->second.first += key_sum_[static_cast<size_t>(j)] != 0 ? 1 : 0;
-          it->second.second = std::max(it->second.second, key_sum_[static_cast<size_t>(j)]);
-          key_sum_[static_cast<size_t>(j)] = 0;
-        }
+        it->second = take_key_tiles(key_sum_.data(), range);
       }
       WorkCounts& cell = out.at(q, kv);
       cell.key_lists += it->second.first;
@@ -999,6 +1007,7 @@ void WorkCounter::end_shared_key_group(WorkMatrix& out) {
 }
 
 void WorkCounter::end_key_group(WorkMatrix& out) {
+  key_group_begun_ = false;
   if (shared_key_tiles_) {
     end_shared_key_group(out);
     return;
@@ -1010,14 +1019,8 @@ void WorkCounter::end_key_group(WorkMatrix& out) {
     for (int32_t kv = 0; kv < ranks; ++kv, ++rank_pair) {
       BlockRange& touched = key_range_[rank_pair];
       if (touched.empty()) continue;
-      int32_t* const tiles = key_tiles_.data() + rank_pair * k_blocks;
-      int64_t listed = 0;
-      int32_t longest = 0;
-      for (int64_t j = touched.lo; j <= touched.hi; ++j) {
-        listed += tiles[j] != 0 ? 1 : 0;
-        longest = std::max(longest, tiles[j]);
-        tiles[j] = 0;  // zeroed for the next group
-      }
+      // Zeroed for the next group.
+      const auto [listed, longest] = take_key_tiles(key_tiles_.data() + rank_pair * k_blocks, touched);
       touched = BlockRange{};
       WorkCounts& cell = out.at(q, kv);
       cell.key_lists += listed;

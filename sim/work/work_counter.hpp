@@ -154,7 +154,7 @@ class WorkCounter {
   /// Adds the rank pair's tiles per key block to the group's counts (after count_pair).
   void add_key_block_tiles(int32_t q_rank, int32_t kv_rank);
   /// The memo entry (key_tiles_store_) of the current rank pair's presence sets, computed if new.
-  size_t shared_key_tiles();
+  size_t memoized_key_tiles();
   /// Before a head's rank pairs: room for its memo entries (shared_key_tiles_).
   void start_key_head();
   void end_shared_key_group(WorkMatrix& out);
@@ -171,6 +171,10 @@ class WorkCounter {
   /// Adds the tiles per regular key block of the current rank pair's presence sets to `tiles`
   /// (k_blocks entries); returns the blocks it may have changed.
   BlockRange regular_key_tiles(int32_t* tiles);
+  /// Adds memo entry `id`'s tiles per key block to `tiles`; returns the blocks it may change.
+  BlockRange add_memoized_key_tiles(size_t id, int32_t* tiles) const;
+  /// The key blocks of `range` with a tile and the most tiles of one of them; zeroes them.
+  static std::pair<int64_t, int32_t> take_key_tiles(int32_t* tiles, BlockRange range);
   void count_columns(int32_t q_rank, int32_t kv_rank, WorkCounts& counts);
   /// count_columns for the common geometry: every query class one block apart, no irregular
   /// block, block_k a power of two.

@@ -4,6 +4,8 @@
 // time), and the shipped replays read back.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <filesystem>
 #include <string>
 
@@ -62,6 +64,12 @@ TEST(ReplayedCells, RowsWithWorkBecomeLaunchesOfTheReplaysPlacement) {
 TEST(ReplayedCells, RefusesWhatCannotEnterAFit) {
   const std::string row = "forward,0,0,64,64,128,16,2,8192,2048,9000,128,300,40,0,30,40,256,812.5,800\n";
   const std::string csv = std::string(kHeader) + row;
+  // The csv with the first `from` of its row replaced by `to`.
+  const auto changed = [&](const std::string& from, const std::string& to) {
+    std::string text = csv;
+    text.replace(text.find(from, std::strlen(kHeader)), from.size(), to);
+    return text;
+  };
   expect_input_error([&] { parse_replayed_cells(csv, validation("sha256:old"), "r/cells.csv", "sha256:new"); },
                      {"r/cells.csv", "replayed on kernel build sha256:old", "kernel build sha256:new"});
   expect_input_error([&] { parse_replayed_cells(csv, validation("sha256:ab", "ring"), "r/cells.csv", "sha256:ab"); },
@@ -70,31 +78,25 @@ TEST(ReplayedCells, RefusesWhatCannotEnterAFit) {
                      {"r/cells.csv", "validation.json"});
   expect_input_error([&] { parse_replayed_cells("direction,block_q\nforward,64\n", validation("x"), "r/cells.csv", "x"); },
                      {"no column \"block_k\""});
-  std::string wrong_blocks = std::string(kHeader) + row;
-  wrong_blocks.replace(wrong_blocks.find(",256,"), 5, ",255,");
+  const std::string wrong_blocks = changed(",256,", ",255,");
   expect_input_error([&] { parse_replayed_cells(wrong_blocks, validation("x"), "r/cells.csv", "x"); },
                      {"r/cells.csv:2", "255 key blocks", "have 256"});
-  std::string no_time = std::string(kHeader) + row;
-  no_time.replace(no_time.find("812.5"), 5, "0");
+  const std::string no_time = changed("812.5", "0");
   expect_input_error([&] { parse_replayed_cells(no_time, validation("x"), "r/cells.csv", "x"); },
                      {"r/cells.csv:2", "measured_us > 0"});
-  std::string bad_count = std::string(kHeader) + row;
-  bad_count.replace(bad_count.find("9000"), 4, "-900");
+  const std::string bad_count = changed("9000", "-900");
   expect_input_error([&] { parse_replayed_cells(bad_count, validation("x"), "r/cells.csv", "x"); },
                      {"r/cells.csv:2", "column tiles"});
   const std::string again = R"({"format": "sparsering-validation", "mode": "replay", "plan": "c99-test",
       "calibration": {"this_kernel_build": "x"}, "provenance": {"predicted_again": {"commit": "abc"}}})";
   expect_input_error([&] { parse_replayed_cells(csv, again, "r/cells.csv", "x"); }, {"predicted again", "--measured"});
-  std::string no_heads = std::string(kHeader) + row;
-  no_heads.replace(no_heads.find(",16,2,"), 6, ",0,2,");
+  const std::string no_heads = changed(",16,2,", ",0,2,");
   expect_input_error([&] { parse_replayed_cells(no_heads, validation("x"), "r/cells.csv", "x"); },
                      {"0 heads over 2 K/V heads"});
-  std::string huge_chunk = std::string(kHeader) + row;
-  huge_chunk.replace(huge_chunk.find(",8192,"), 6, ",9223372036854775807,");
+  const std::string huge_chunk = changed(",8192,", ",9223372036854775807,");
   expect_input_error([&] { parse_replayed_cells(huge_chunk, validation("x"), "r/cells.csv", "x"); },
                      {"r/cells.csv:2", "column chunk_tokens", "<= 1099511627776"});
-  std::string odd_heads = std::string(kHeader) + row;
-  odd_heads.replace(odd_heads.find(",16,2,"), 6, ",15,2,");
+  const std::string odd_heads = changed(",16,2,", ",15,2,");
   expect_input_error([&] { parse_replayed_cells(odd_heads, validation("x"), "r/cells.csv", "x"); },
                      {"15 heads over 2 K/V heads"});
 }

@@ -42,32 +42,37 @@ bool CsvRows::next() {
 
 std::string CsvRows::where() const { return str(source_, ":", line_number_); }
 
+namespace {
+
+/// `parse(text, &used)` (std::stoll, std::stod) when it reads the whole of `text`, else `failed`.
+template <class T, class Parse>
+T parse_whole(const std::string& text, Parse parse, T failed) {
+  size_t used = 0;
+  try {
+    const T value = parse(text, &used);
+    return used > 0 && used == text.size() ? value : failed;
+  } catch (const std::exception&) {
+    return failed;
+  }
+}
+
+}  // namespace
+
 int64_t CsvRows::integer(const char* column, int64_t most) const {
   const std::string& text = cell(column);
-  size_t used = 0;
-  int64_t value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  require(used > 0 && used == text.size() && value >= 0 && value <= most, where(), ": column ", column,
-          " must be an integer >= 0", most == INT64_MAX ? std::string() : str(" and <= ", most), ", got \"",
-          text.substr(0, 32), "\"");
+  const auto stoll = [](const std::string& t, size_t* used) { return std::stoll(t, used); };
+  const auto value = parse_whole<int64_t>(text, stoll, -1);
+  require(value >= 0 && value <= most, where(), ": column ", column, " must be an integer >= 0",
+          most == INT64_MAX ? std::string() : str(" and <= ", most), ", got \"", text.substr(0, 32), "\"");
   return value;
 }
 
 double CsvRows::number(const char* column) const {
   const std::string& text = cell(column);
-  size_t used = 0;
-  double value = -1.0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  require(used > 0 && used == text.size() && std::isfinite(value) && value >= 0.0, where(), ": column ", column,
-          " must be a finite number >= 0, got \"", text.substr(0, 32), "\"");
+  const auto stod = [](const std::string& t, size_t* used) { return std::stod(t, used); };
+  const auto value = parse_whole<double>(text, stod, -1.0);
+  require(std::isfinite(value) && value >= 0.0, where(), ": column ", column, " must be a finite number >= 0, got \"",
+          text.substr(0, 32), "\"");
   return value;
 }
 

@@ -107,7 +107,7 @@ void run_calibrate_benchmarks(const CalibrateOptions& o, const GlobalOptions& gl
           " describes \"", gpu.device_name, "\" (--force calibrates it anyway)");
 
   CalibrationRun run;
-  run.fit_options = FitOptions{o.folds, o.fold_seed};
+  run.fit_options = FitOptions{o.folds, o.fold_seed, info.sm_count};
   GpuCalibration& cal = run.calibration;
   cal.source = CalibrationSource::measured;
   cal.kernel_build = std::string(this_kernel_build());

@@ -55,15 +55,15 @@ BackwardUnits backward_units(const SparseIndex& index, int32_t group, int64_t co
   require(column_item >= 1, "backward units: a column item must be >= 1 column, got ", column_item);
   const int64_t key_blocks = (index.kv_len + index.block_k - 1) / index.block_k;
   BackwardUnits units;
-  std::vector<uint8_t> listed(static_cast<size_t>(key_blocks), 0);
+  std::vector<int64_t> entries(static_cast<size_t>(key_blocks), 0);  // of the current group, per key block
   for (int32_t r = 0; r < index.rows; ++r) {
-    if (r % group == 0) std::fill(listed.begin(), listed.end(), 0);
+    if (r % group == 0) std::fill(entries.begin(), entries.end(), 0);
     for (int32_t i = 0; i < index.q_blocks; ++i) {
       const size_t list = static_cast<size_t>(r) * static_cast<size_t>(index.q_blocks) + static_cast<size_t>(i);
       for (int32_t t = index.tile_offsets[list]; t < index.tile_offsets[list + 1]; ++t) {
-        uint8_t& seen = listed[static_cast<size_t>(index.tile_block[static_cast<size_t>(t)])];
-        units.key_lists += seen == 0 ? 1 : 0;
-        seen = 1;
+        int64_t& segment = entries[static_cast<size_t>(index.tile_block[static_cast<size_t>(t)])];
+        units.key_lists += segment == 0 ? 1 : 0;
+        units.longest_key_list = std::max(units.longest_key_list, ++segment);
       }
       const int64_t columns = index.column_offsets[list + 1] - index.column_offsets[list];
       units.column_lists += columns > 0 ? 1 : 0;

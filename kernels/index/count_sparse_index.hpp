@@ -49,6 +49,9 @@ struct BackwardUnits {
   int64_t key_lists = 0;     ///< (K/V row, key block) pairs that some list of the row's group holds
   int64_t column_lists = 0;  ///< lists with at least one column
   int64_t column_items = 0;  ///< sum over lists of ceil(columns / column_item)
+  /// Entries of the heaviest (K/V row, key block) segment: the tiles of the group's lists that
+  /// hold that key block (the work of the key-block pass's heaviest CTA).
+  int64_t longest_key_list = 0;
   friend bool operator==(const BackwardUnits&, const BackwardUnits&) = default;
 };
 

@@ -221,6 +221,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
     m.column_lists = units.column_lists;
     m.column_items = units.column_items;
     m.columns = index.columns();
+    m.longest_key_list = units.longest_key_list;
     m.repeats = options.repeats;
     for (const auto& [name, timing] : {std::pair<const char*, GpuTiming>{"forward", forward}, {"backward", backward}}) {
       m.direction = name;

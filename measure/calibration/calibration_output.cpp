@@ -21,7 +21,8 @@ nlohmann::json coefficients_json(const KernelCostCoefficients& c) {
           {"per_column_list_us", c.per_column_list_us},
           {"per_column_item_us", c.per_column_item_us},
           {"per_column_us", c.per_column_us},
-          {"per_key_block_us", c.per_key_block_us}};
+          {"per_key_block_us", c.per_key_block_us},
+          {"per_critical_entry_us", c.per_critical_entry_us}};
 }
 
 nlohmann::json residuals_json(const std::vector<ResidualGroup>& groups) {
@@ -97,7 +98,9 @@ std::string calibration_json(const CalibrationRun& run) {
       "forward: time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks; "
       "backward (when its units are recorded): launch_us + per_key_list_us x key_lists + per_tile_us x tiles + "
       "per_column_list_us x column_lists + per_column_item_us x column_items (+ per_column_us x columns) "
-      "(+ per_key_block_us x key blocks of the chunk: kv_heads x ceil(local_tokens / block_k))";
+      "(+ per_key_block_us x key blocks of the chunk: kv_heads x ceil(local_tokens / block_k)) "
+      "(+ per_critical_entry_us x max(0, longest_key_list - tiles / sm_count): the heaviest key-block CTA's entries "
+      "beyond the per-SM share)";
   nlohmann::json shapes = nlohmann::json::array();
   for (const ShapeFit& f : run.fits) {
     shapes.push_back({{"shape", shape_json(f.shape)}, {"forward", direction_json(f.forward)}, {"backward", direction_json(f.backward)}});
@@ -113,6 +116,7 @@ std::string calibration_json(const CalibrationRun& run) {
                        {"tiles", k.tiles},           {"column_chunks", k.column_chunks},
                        {"columns_per_list", k.columns_per_list}, {"key_lists", k.key_lists},
                        {"column_lists", k.column_lists}, {"column_items", k.column_items}, {"columns", k.columns},
+                       {"longest_key_list", k.longest_key_list},
                        {"key_block_stride", k.key_block_stride},
                        {"repeats", k.repeats},       {"median_us", k.median_us},
                        {"min_us", k.min_us},         {"max_us", k.max_us},
@@ -150,14 +154,14 @@ std::string kernel_measurements_csv(const std::vector<KernelMeasurement>& kernel
   out.precision(10);
   out << "direction,q_heads,kv_heads,local_tokens,block_q,block_k,head_dim,tiles_per_list,chunks_per_list,lists,tiles,"
          "column_chunks,repeats,median_us,min_us,max_us,under_filled,predicted_us,placement,columns_per_list,key_lists,"
-         "column_lists,column_items,columns,key_block_stride,key_pass_us\n";
+         "column_lists,column_items,columns,key_block_stride,key_pass_us,longest_key_list\n";
   for (const KernelMeasurement& k : kernels) {
     out << k.direction << ',' << k.q_heads << ',' << k.kv_heads << ',' << k.local_tokens << ',' << k.block_q << ','
         << k.block_k << ',' << k.head_dim << ',' << k.tiles_per_list << ',' << k.chunks_per_list << ',' << k.lists << ','
         << k.tiles << ',' << k.column_chunks << ',' << k.repeats << ',' << k.median_us << ',' << k.min_us << ','
         << k.max_us << ',' << (k.under_filled ? 1 : 0) << ',' << k.predicted_us << ',' << k.placement << ','
         << k.columns_per_list << ',' << k.key_lists << ',' << k.column_lists << ',' << k.column_items << ',' << k.columns
-        << ',' << k.key_block_stride << ',' << k.key_pass_us << '\n';
+        << ',' << k.key_block_stride << ',' << k.key_pass_us << ',' << k.longest_key_list << '\n';
   }
   return out.str();
 }
@@ -180,10 +184,12 @@ std::string fit_table(const CalibrationRun& run) {
     out << "kernel cost fit (" << cal.provenance.gpu << ", kernel build " << cal.kernel_build
         << "): time = launch + per_list x lists + per_tile x tiles + per_chunk x chunks (forward), launch + per_key_list x "
            "key lists + per_tile x tiles + per_column_list x column lists + per_item x column items (+ per_column x "
-           "columns) (+ per_key_block x key blocks of the chunk) (backward, when its units are recorded), all heads; held-out: "
+           "columns) (+ per_key_block x key blocks of the chunk) (+ per_critical_entry x entries of the heaviest key-block "
+           "segment beyond tiles / SMs) (backward, when its units are recorded), all heads; held-out: "
         << run.fit_options.folds << "-fold by benchmark case, seed " << run.fit_options.seed << "\n";
     Table table({"shape", "direction", "launch_us", "per_list_us", "per_tile_us", "per_chunk_us", "per_key_list_us",
-                 "per_column_list_us", "per_item_us", "per_column_us", "per_key_block_us", "samples", "median |err|",
+                 "per_column_list_us", "per_item_us", "per_column_us", "per_key_block_us", "per_critical_entry_us",
+                 "samples", "median |err|",
                  "max |err|", "held-out median", "held-out max", "R^2", "under-filled: n", "median |err|", "max |err|"});
     for (const ShapeFit& f : run.fits) {
       for (const auto& [name, d] : {std::pair<const char*, const DirectionFit*>{"forward", &f.forward}, {"backward", &f.backward}}) {
@@ -191,6 +197,7 @@ std::string fit_table(const CalibrationRun& run) {
         table.add_row({to_string(f.shape), name, number(c.launch_us), number(c.per_list_us), number(c.per_tile_us),
                        number(c.per_vertical_chunk_us), number(c.per_key_list_us), number(c.per_column_list_us),
                        number(c.per_column_item_us), number(c.per_column_us), number(c.per_key_block_us),
+                       number(c.per_critical_entry_us),
                        std::to_string(d->fit.samples),
                        percent(d->fit.median_relative_error),
                        percent(d->fit.max_relative_error), percent(d->heldout.median_relative_error),

@@ -32,6 +32,7 @@ struct KernelMeasurement {
   int64_t column_lists = -1;    ///< lists with a column
   int64_t column_items = -1;    ///< sum over lists of ceil(columns / 64)
   int64_t columns = -1;         ///< gathered columns
+  int64_t longest_key_list = -1;  ///< entries of the heaviest (K/V head, key block) segment
   int32_t repeats = 0;
   double median_us = 0.0;
   double min_us = 0.0;

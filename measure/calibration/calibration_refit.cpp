@@ -23,6 +23,7 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
 
   CalibrationRun run;
   run.fit_options = options;
+  run.fit_options.sm_count = gpu.sm_count;  // the GPU measured: the backward's critical-path term
   run.kernels = parse_kernel_measurements_csv(csv_text, csv_name);
   require(!run.kernels.empty(), csv_name, ": no kernel measurement to refit");
   restore_backward_units(run.kernels);
@@ -49,7 +50,7 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
     reflagged += under != k.under_filled && !is_replayed_cell(k) ? 1 : 0;  // cells carry no flag
     k.under_filled = under;
   }
-  run.fits = fit_kernel_measurements(run.kernels, options);
+  run.fits = fit_kernel_measurements(run.kernels, run.fit_options);
 
   run.calibration = *gpu.calibration;
   run.calibration.shapes.clear();

@@ -34,13 +34,14 @@ std::vector<ResidualGroup> residuals_by(const std::vector<const KernelMeasuremen
   return out;
 }
 
-KernelSample sample_of(const KernelMeasurement& k) {
+KernelSample sample_of(const KernelMeasurement& k, int64_t sm_count) {
   KernelSample s{k.tiles, k.column_chunks, k.median_us, k.lists};
   s.key_lists = std::max<int64_t>(k.key_lists, 0);
   s.column_lists = std::max<int64_t>(k.column_lists, 0);
   s.column_items = std::max<int64_t>(k.column_items, 0);
   s.columns = std::max<int64_t>(k.columns, 0);
   s.key_blocks = launched_key_blocks(k);
+  s.critical_entries = critical_entries(k, sm_count);
   return s;
 }
 
@@ -48,18 +49,28 @@ bool has_backward_units(const KernelMeasurement& k) {
   return k.key_lists >= 0 && k.column_lists >= 0 && k.column_items >= 0 && k.columns >= 0;
 }
 
+bool has_every_count(const KernelMeasurement& k) { return has_backward_units(k) && k.longest_key_list >= 0; }
+
 }  // namespace
 
-KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction) {
+double critical_entries(const KernelMeasurement& m, int64_t sm_count) {
+  if (m.direction != "backward" || m.longest_key_list < 0 || sm_count < 1) return 0.0;
+  return std::max(0.0, static_cast<double>(m.longest_key_list) -
+                           static_cast<double>(m.tiles) / static_cast<double>(sm_count));
+}
+
+KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction, int64_t sm_count) {
   if (direction != "backward" || launches.empty()) return KernelTerms::four_terms();
   bool partial_items = false;
   bool partial_key_lists = false;
+  bool longest_recorded = sm_count >= 1;
   for (const KernelMeasurement& k : launches) {
     if (!has_backward_units(k)) return KernelTerms::four_terms();
     partial_items = partial_items || k.columns != 64 * k.column_items;
     partial_key_lists = partial_key_lists || (!k.under_filled && lists_part_of_the_chunk(k));
+    longest_recorded = longest_recorded && k.longest_key_list >= 0;
   }
-  return KernelTerms::backward_units(partial_items, partial_key_lists);
+  return KernelTerms::backward_units(partial_items, partial_key_lists, longest_recorded);
 }
 
 namespace {
@@ -128,10 +139,10 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
   for (const KernelMeasurement& k : kernels) {
     if (k.direction == direction && shape_of(k) == shape) mine.push_back(k);
   }
-  const KernelTerms terms = fit_terms(mine, direction);
+  const KernelTerms terms = fit_terms(mine, direction, options.sm_count);
   for (const KernelMeasurement& k : kernels) {
     if (k.direction != direction || !(shape_of(k) == shape)) continue;
-    const KernelSample sample = sample_of(k);
+    const KernelSample sample = sample_of(k, options.sm_count);
     if (k.under_filled) {
       under.push_back(sample);
       continue;
@@ -200,7 +211,7 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
                               [](const KernelMeasurement& m) { return int64_t{m.q_heads / std::max(m.kv_heads, 1)}; });
   for (KernelMeasurement& k : kernels) {
     if (k.direction == direction && shape_of(k) == shape) {
-      k.predicted_us = predict_kernel_us(fit.fit.coefficients, sample_of(k));
+      k.predicted_us = predict_kernel_us(fit.fit.coefficients, sample_of(k, options.sm_count));
     }
   }
   return fit;
@@ -235,7 +246,7 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
   // Rows come in (forward, backward) pairs of one index: it is rebuilt once per pair.
   for (size_t row = 0; row < kernels.size(); ++row) {
     KernelMeasurement& k = kernels[row];
-    if (has_backward_units(k)) continue;
+    if (has_every_count(k)) continue;
     // The benchmark writes each case's forward and backward in turn; case n drew its index with
     // seed bench_seed + n (measure/bench/kernel_bench.cu).
     const size_t first = row - row % 2;
@@ -267,15 +278,23 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
     const BackwardUnits units = backward_units(index, k.q_heads / k.kv_heads);
     for (size_t r = row; r < first + 2; ++r) {
       KernelMeasurement& m = kernels[r];
-      if (has_backward_units(m) || m.columns_per_list != k.columns_per_list) continue;  // the latter: its own index
+      if (has_every_count(m) || m.columns_per_list != k.columns_per_list) continue;  // the latter: its own index
       require(index.tiles() == m.tiles && index.column_chunks() == m.column_chunks &&
                   int64_t{index.rows} * index.q_blocks == m.lists,
               "restore_backward_units: row ", r + 1, ": the rebuilt index has ", index.tiles(), " tiles and ",
               index.column_chunks(), " chunks, the record ", m.tiles, " and ", m.column_chunks);
+      if (has_backward_units(m)) {  // only the longest segment is missing: the recorded units must agree
+        require(m.key_lists == units.key_lists && m.column_lists == units.column_lists &&
+                    m.column_items == units.column_items && m.columns == index.columns(),
+                "restore_backward_units: row ", r + 1, ": the rebuilt index has ", units.key_lists, " key lists, ",
+                units.column_lists, " column lists, ", units.column_items, " column items and ", index.columns(),
+                " columns, the record ", m.key_lists, ", ", m.column_lists, ", ", m.column_items, " and ", m.columns);
+      }
       m.key_lists = units.key_lists;
       m.column_lists = units.column_lists;
       m.column_items = units.column_items;
       m.columns = index.columns();
+      m.longest_key_list = units.longest_key_list;
       if (m.columns_per_list < 0) m.columns_per_list = m.chunks_per_list * m.block_k;
     }
   }
@@ -376,6 +395,7 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
     m.column_lists = optional_integer("column_lists");
     m.column_items = optional_integer("column_items");
     m.columns = optional_integer("columns");
+    m.longest_key_list = optional_integer("longest_key_list");
     if (rows.has("key_pass_us") && rows.cell("key_pass_us") != "-1") m.key_pass_us = rows.number("key_pass_us");
     result.push_back(m);
   }

@@ -68,9 +68,15 @@ struct ShapeFit {
 };
 
 struct FitOptions {
-  int64_t folds = 5;  ///< k of the held-out error
-  uint64_t seed = 1;  ///< shuffles the benchmark cases into folds
+  int64_t folds = 5;     ///< k of the held-out error
+  uint64_t seed = 1;     ///< shuffles the benchmark cases into folds
+  int64_t sm_count = 0;  ///< SMs of the GPU measured: the backward's critical-path term (0: no such term)
 };
+
+/// Entries by which a backward launch's heaviest key-block segment exceeds the per-SM share of its
+/// tiles, max(0, longest_key_list - tiles / sm_count) (kernel_fit.hpp KernelSample); 0 for a
+/// forward, a launch without a recorded longest segment, or sm_count < 1.
+double critical_entries(const KernelMeasurement& m, int64_t sm_count);
 
 /// The relative weights of the benchmark grid against replayed ring cells that a fit with replays
 /// chooses from (fit_kernel_measurements).
@@ -104,15 +110,19 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
 /// The terms the fit of `launches` (one shape and direction) uses: the backward's units
 /// (KernelTerms::backward_units, with the per-column term when some launch has a partly filled
 /// 64-column item, and the per-key-block term when some filled launch lists a part of its chunk,
-/// lists_part_of_the_chunk) when every backward launch records them, else the four terms.
-KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction);
+/// lists_part_of_the_chunk) when every backward launch records them, else the four terms; with the
+/// critical-path term when `sm_count` >= 1 and every backward launch records its longest key-block
+/// segment.
+KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction,
+                      int64_t sm_count = 0);
 
-/// Fills the backward units (key_lists, column_lists, column_items, columns) of measurements that
-/// lack them (CSVs written before they were recorded) by rebuilding each case's synthetic index
+/// Fills the backward units (key_lists, column_lists, column_items, columns, longest_key_list) of
+/// measurements that lack them (CSVs written before they were recorded) by rebuilding each case's synthetic index
 /// (measure/calibration/synthetic_index.hpp) as the benchmark drew it: the rows in the
 /// benchmark's order, forward then backward per case, case n with seed bench_seed + n (1 + n by
 /// default, `calibrate` has no other) and the case's key block stride. Throws InputError when the
-/// rows are not in that order or a rebuilt index does not have the recorded tiles, chunks and lists.
+/// rows are not in that order or a rebuilt index does not have the recorded tiles, chunks and lists
+/// (or the recorded units, where only the longest segment is missing).
 void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed = 1);
 
 }  // namespace sparsering

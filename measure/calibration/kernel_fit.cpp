@@ -1,7 +1,8 @@
 // Weighted least squares with Eigen: dividing each row [1, lists, tiles, chunks, ...] and its
 // right-hand side by the measured time (and multiplying both by the square root of the sample's
-// weight) turns the weighted squared relative error into an ordinary least-squares problem. Non-negativity by a small active set: at most nine coefficients, so
-// pinning the most negative one and refitting converges in at most nine rounds.
+// weight) turns the weighted squared relative error into an ordinary least-squares problem.
+// Non-negativity by a small active set: at most ten coefficients, so pinning the most negative one
+// and refitting converges in at most ten rounds.
 #include "measure/calibration/kernel_fit.hpp"
 
 #include <Eigen/Dense>
@@ -16,7 +17,8 @@
 namespace sparsering {
 namespace {
 
-constexpr int kTerms = 9;  // launch, list, tile, chunk, key list, column list, column item, column, key block
+// launch, list, tile, chunk, key list, column list, column item, column, key block, critical entry
+constexpr int kTerms = 10;
 
 std::array<double, kTerms> features(const KernelSample& s) {
   return {1.0,
@@ -27,7 +29,8 @@ std::array<double, kTerms> features(const KernelSample& s) {
           static_cast<double>(s.column_lists),
           static_cast<double>(s.column_items),
           static_cast<double>(s.columns),
-          static_cast<double>(s.key_blocks)};
+          static_cast<double>(s.key_blocks),
+          s.critical_entries};
 }
 
 KernelCostCoefficients coefficients_of(const std::array<double, kTerms>& beta) {
@@ -41,6 +44,7 @@ KernelCostCoefficients coefficients_of(const std::array<double, kTerms>& beta) {
   c.per_column_item_us = std::max(beta[6], 0.0);
   c.per_column_us = std::max(beta[7], 0.0);
   c.per_key_block_us = std::max(beta[8], 0.0);
+  c.per_critical_entry_us = std::max(beta[9], 0.0);
   return c;
 }
 
@@ -52,10 +56,12 @@ void check_samples(std::span<const KernelSample> samples) {
     require(std::isfinite(s.weight) && s.weight >= 0.0, "kernel sample ", k, ": weight must be finite and >= 0, got ",
             s.weight);
     require(s.tiles >= 0 && s.column_chunks >= 0 && s.lists >= 0 && s.key_lists >= 0 && s.column_lists >= 0 &&
-                s.column_items >= 0 && s.columns >= 0 && s.key_blocks >= 0,
+                s.column_items >= 0 && s.columns >= 0 && s.key_blocks >= 0 && std::isfinite(s.critical_entries) &&
+                s.critical_entries >= 0.0,
             "kernel sample ", k, ": negative counts (", s.lists, " lists, ", s.tiles, " tiles, ", s.column_chunks,
             " chunks, ", s.key_lists, " key lists, ", s.column_lists, " column lists, ", s.column_items,
-            " column items, ", s.columns, " columns, ", s.key_blocks, " key blocks)");
+            " column items, ", s.columns, " columns, ", s.key_blocks, " key blocks, ", s.critical_entries,
+            " critical entries)");
   }
 }
 
@@ -70,7 +76,7 @@ double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s)
   return predict_kernel_us(c, s.lists, s.tiles, s.column_chunks) + c.per_key_list_us * static_cast<double>(s.key_lists) +
          c.per_column_list_us * static_cast<double>(s.column_lists) +
          c.per_column_item_us * static_cast<double>(s.column_items) + c.per_column_us * static_cast<double>(s.columns) +
-         c.per_key_block_us * static_cast<double>(s.key_blocks);
+         c.per_key_block_us * static_cast<double>(s.key_blocks) + c.per_critical_entry_us * s.critical_entries;
 }
 
 std::pair<double, double> median_and_max_magnitude(std::span<const double> values) {
@@ -113,7 +119,7 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTer
   }
   require(weighted.size() >= 3, "the kernel cost fit needs at least 3 samples of positive weight, got ", weighted.size());
   require(terms.tile, "the kernel cost fit needs its per-tile term");
-  std::array<bool, kTerms> free{true, false, false, false, false, false, false, false, false};
+  std::array<bool, kTerms> free{true};  // the launch term; the others where some sample has their count
   for (const KernelSample& s : weighted) {
     free[1] = free[1] || (terms.list && s.lists > 0);
     free[2] = free[2] || s.tiles > 0;
@@ -123,6 +129,7 @@ KernelFit fit_kernel_cost(std::span<const KernelSample> samples, const KernelTer
     free[6] = free[6] || (terms.column_item && s.column_items > 0);
     free[7] = free[7] || (terms.column && s.columns > 0);
     free[8] = free[8] || (terms.key_block && s.key_blocks > 0);
+    free[9] = free[9] || (terms.critical && s.critical_entries > 0.0);
   }
   require(free[2], "the kernel cost fit needs at least one sample with a tile");
 
@@ -172,6 +179,7 @@ KernelCostCoefficients rounded_coefficients(const KernelCostCoefficients& c) {
   r.per_column_item_us = round_significant(c.per_column_item_us, 4);
   r.per_column_us = round_significant(c.per_column_us, 4);
   r.per_key_block_us = round_significant(c.per_key_block_us, 4);
+  r.per_critical_entry_us = round_significant(c.per_critical_entry_us, 4);
   return r;
 }
 

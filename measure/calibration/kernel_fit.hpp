@@ -5,6 +5,8 @@
 //                       (+ per_column_us x columns when the launches separate it from the items)
 //                       (+ per_key_block_us x key blocks of the chunk when some launches list
 //                          only a part of them)
+//                       (+ per_critical_entry_us x critical entries when the launches record the
+//                          longest key-block segment)
 // (counts summed over every head of the launch; lists = non-empty (head, query block) lists: the
 // forward's CTAs; the backward's units are those its two passes schedule, sim/work/work_counts.hpp,
 // docs/calibration.md), with the residual
@@ -32,6 +34,10 @@ struct KernelSample {
   int64_t column_items = 0;   ///< sum over lists of ceil(columns / 64) (backward column pass items)
   int64_t columns = 0;        ///< gathered columns, all lists
   int64_t key_blocks = 0;     ///< (K/V head, key block) pairs of the held chunk, listed or not (key-block pass grid)
+  /// Entries by which the heaviest key-block segment exceeds the per-SM share of the tiles,
+  /// max(0, longest - tiles / SMs): the critical path of the key-block pass, whose CTAs (one per
+  /// segment, one per SM at a time) start longest first (sim/cost/kernel_cost.hpp).
+  double critical_entries = 0.0;
   /// How much the sample's squared relative error counts in the fit (>= 0; 0: not fitted, only
   /// scored). The residual statistics count every sample once.
   double weight = 1.0;
@@ -47,16 +53,18 @@ struct KernelTerms {
   bool column_item = false;
   bool column = false;
   bool key_block = false;
+  bool critical = false;
 
   /// The forward's (and the earlier backward's) four terms.
   static KernelTerms four_terms() { return {}; }
   /// The backward's units (kernels/cuda/sparse_attn_bwd.cu); `columns` adds the per-column term,
   /// which only launches with partly filled 64-column items separate from the items, and
   /// `key_blocks` the per-key-block term, which only launches whose key lists cover a part of the
-  /// chunk's key blocks separate from the per-key-list one.
-  static KernelTerms backward_units(bool columns, bool key_blocks = false) {
+  /// chunk's key blocks separate from the per-key-list one; `critical` adds the critical-path term
+  /// (launches that record their longest key-block segment).
+  static KernelTerms backward_units(bool columns, bool key_blocks = false, bool critical = false) {
     return {.list = false, .tile = true, .chunk = false, .key_list = true, .column_list = true, .column_item = true,
-            .column = columns, .key_block = key_blocks};
+            .column = columns, .key_block = key_blocks, .critical = critical};
   }
 };
 

@@ -20,11 +20,15 @@ std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv
             ": the validation.json beside it is not a replay's (format sparsering-validation, mode replay)");
     plan = doc.at("plan").get<std::string>();
     // A prediction made again (`validate --measured`) stamps this binary's build on a measurement
-    // of whatever kernels ran then: its cells say nothing of this build.
-    require(!doc.value("provenance", nlohmann::json::object()).contains("predicted_again"), source_name,
-            ": the validation.json beside it was predicted again from an earlier measurement (--measured); give the "
-            "replay's own files, which name the kernels it ran");
-    const std::string measured_on = doc.at("calibration").at("this_kernel_build").get<std::string>();
+    // of the kernels that ran then, which its predicted_again block names (measured_kernel_build):
+    // the measured times are of those kernels, the counts of this tree's simulator.
+    const nlohmann::json provenance = doc.value("provenance", nlohmann::json::object());
+    const bool again = provenance.contains("predicted_again");
+    require(!again || provenance.at("predicted_again").contains("measured_kernel_build"), source_name,
+            ": the validation.json beside it was predicted again from an earlier measurement (--measured) by a version "
+            "that does not name the kernels measured; give the replay's own files, or predict it again with this one");
+    const std::string measured_on = again ? provenance.at("predicted_again").at("measured_kernel_build").get<std::string>()
+                                          : doc.at("calibration").at("this_kernel_build").get<std::string>();
     require(measured_on == kernel_build, source_name, ": replayed on kernel build ", measured_on,
             ", the calibration is of kernel build ", kernel_build, ": a replay of other kernels cannot enter its fit");
   } catch (const nlohmann::json::exception& error) {
@@ -62,6 +66,8 @@ std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv
     m.key_lists = rows.integer("key_lists");
     m.column_lists = rows.integer("column_lists");
     m.column_items = rows.integer("column_items");
+    // Absent in replays written before the simulator counted it: -1, not recorded.
+    m.longest_key_list = rows.has("longest_key_list") ? rows.integer("longest_key_list") : -1;
     m.tiles_per_list = 0;
     m.chunks_per_list = 0;
     m.columns_per_list = 0;

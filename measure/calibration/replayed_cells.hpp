@@ -31,8 +31,11 @@ bool is_replayed_cell(const KernelMeasurement& m);
 /// plan and the kernel build the replay ran, which must be `kernel_build` (the calibration's), so
 /// that no replay of other kernels enters a fit. Throws InputError naming `source_name` (and the
 /// line) for a missing column, a bad value, a row whose key blocks disagree with its shape, a
-/// measured time <= 0 for a cell with work, a validation.json that is not a replay's or was
-/// predicted again from an earlier measurement (`validate --measured`), or another kernel build.
+/// measured time <= 0 for a cell with work, a validation.json that is not a replay's, or another
+/// kernel build. A replay predicted again (`validate --measured`: this tree's counts, such as the
+/// longest key list, beside the recorded times) counts as of the kernel build it measured, which
+/// its provenance names (predicted_again.measured_kernel_build); one that does not name it is
+/// refused. The column longest_key_list is optional (-1 when absent).
 std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv, const std::string& validation_json,
                                                     std::string_view source_name, std::string_view kernel_build);
 

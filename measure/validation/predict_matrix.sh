@@ -12,6 +12,12 @@
 # (a file path, e.g. an older calibration to compare with), else configs/gpus/<kind>.yaml. CASES is a regex over case names.
 # TRACES (default OUT/traces) holds the synthetic traces the sparse cases need (`trace synth
 # --seed 1`, one sample, as measure/device/run_matrix_on_device.sh makes them); missing ones are made.
+# The calibration replays are predicted again the same way (docs/calibration.md, "Replayed ring
+# cells"), from their plans, recorded files and sparsity prior:
+#   PLANS=configs/plans/calibration RECORDED=docs/calibration/h200-8a07dff2-replays \
+#   PRIOR=configs/sparsity/llama-3-8b-262k.yaml KINDS=h200 OUT=DIR bash measure/validation/predict_matrix.sh
+# (RECORDED: the folder of the recorded cases, default MATRIX/<kind>; PLANS: their plans, default
+# configs/plans/validation/matrix; PRIOR: the traces' sparsity prior, default the model's own).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build/ci/cli/sparsering}
@@ -20,7 +26,15 @@ KINDS=${KINDS:-"h200 h100-sxm"}
 CASES=${CASES:-.}
 LAYER=${LAYER:-12}
 MATRIX=${MATRIX:-docs/validation/matrix}
+PLANS=${PLANS:-configs/plans/validation/matrix}
+PRIOR=${PRIOR:-}
 TRACES=${TRACES:-$OUT/traces}
+prior_arg=()
+prior_tag=""
+if [ -n "$PRIOR" ]; then
+  prior_arg=(--prior "$PRIOR")
+  prior_tag="-prior-$(basename "$PRIOR" .yaml)"
+fi
 mkdir -p "$OUT" "$TRACES"
 for kind in $KINDS; do
   cluster=configs/clusters/${kind%-sxm}-16x8-ndr.yaml
@@ -29,18 +43,18 @@ for kind in $KINDS; do
   gpu=${!gpu_var:-configs/gpus/$kind.yaml}
   mkdir -p "$OUT/$kind/.plans"
   sed "s|^gpu: .*|gpu: $(realpath "$gpu")|" "$cluster" > "$OUT/$kind/.plans/cluster.yaml"
-  for plan in configs/plans/validation/matrix/*.yaml; do
+  for plan in "$PLANS"/*.yaml; do
     name=$(basename "$plan" .yaml)
     [[ "$name" =~ $CASES ]] || continue
-    recorded=$MATRIX/$kind/$name/validation.json
+    recorded=${RECORDED:-$MATRIX/$kind}/$name/validation.json
     [ -f "$recorded" ] || { echo "$kind $name: no recorded replay, skipped" >&2; continue; }
     model=$(sed -n 's|^model: .*/models/\(.*\)\.yaml|\1|p' "$plan")
     tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
     trace_arg=()
     if grep -q "enabled: true" "$plan"; then
-      trace=$TRACES/$model-$tokens.safetensors
-      [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" --seq-len "$tokens" --samples 1 \
-        --seed 1 --threads 0 --out "$trace" > /dev/null
+      trace=$TRACES/$model-$tokens$prior_tag.safetensors
+      [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" ${prior_arg[@]+"${prior_arg[@]}"} \
+        --seq-len "$tokens" --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null
       trace_arg=(--trace "$trace")
     fi
     sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $OUT/$kind/.plans/cluster.yaml|" \

@@ -32,6 +32,7 @@ KernelCostCoefficients read_coefficients(yaml::MapReader map) {
   c.per_column_item_us = map.optional_number("per_column_item_us", 0.0, NumberBounds::non_negative());
   c.per_column_us = map.optional_number("per_column_us", 0.0, NumberBounds::non_negative());
   c.per_key_block_us = map.optional_number("per_key_block_us", 0.0, NumberBounds::non_negative());
+  c.per_critical_entry_us = map.optional_number("per_critical_entry_us", 0.0, NumberBounds::non_negative());
   map.finish();
   return c;
 }
@@ -192,6 +193,7 @@ void emit_coefficients(YAML::Emitter& out, const char* key, const KernelCostCoef
   if (c.per_column_item_us > 0.0) emit_number(out, "per_column_item_us", c.per_column_item_us);
   if (c.per_column_us > 0.0) emit_number(out, "per_column_us", c.per_column_us);
   if (c.per_key_block_us > 0.0) emit_number(out, "per_key_block_us", c.per_key_block_us);
+  if (c.per_critical_entry_us > 0.0) emit_number(out, "per_critical_entry_us", c.per_critical_entry_us);
   out << YAML::EndMap;
 }
 

@@ -22,7 +22,9 @@ namespace sparsering {
 /// backward's own units (optional keys, 0 when absent; sim/work/work_counts.hpp):
 /// per_key_list_us x key lists + per_column_list_us x column lists + per_column_item_us x column
 /// items + per_column_us x columns + per_key_block_us x the (K/V head, key block) pairs of the held K/V
-/// chunk, listed or not (the key-block pass launches CTAs for all of them).
+/// chunk, listed or not (the key-block pass launches CTAs for all of them) + per_critical_entry_us x
+/// the entries by which the heaviest key-block segment exceeds the per-SM share of the tiles
+/// (sim/cost/kernel_cost.hpp; needs the config's sm_count).
 struct KernelCostCoefficients {
   double launch_us = 0.0;              ///< fixed cost per launch (launch, prologue, epilogue)
   double per_list_us = 0.0;            ///< per non-empty (head, query block) list (load Q, merge the output)
@@ -33,6 +35,7 @@ struct KernelCostCoefficients {
   double per_column_item_us = 0.0;     ///< per 64 gathered columns of one list (column pass)
   double per_column_us = 0.0;          ///< per gathered column (column pass: its dK/dV atomics)
   double per_key_block_us = 0.0;       ///< per (K/V head, key block) of the held chunk, listed or not (key-block pass grid)
+  double per_critical_entry_us = 0.0;  ///< per entry of the heaviest key-block segment beyond tiles / SMs (critical path)
 };
 
 /// The tile shape the kernels run: query block, key tile (tokens) and head dimension.

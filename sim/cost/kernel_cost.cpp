@@ -45,7 +45,8 @@ KernelCoefficients scaled(const KernelCostCoefficients& from, const ShapeScaling
                             .per_column_list_us = from.per_column_list_us * s.list,
                             .per_column_item_us = from.per_column_item_us * s.item,
                             .per_column_us = from.per_column_us * s.item,
-                            .per_key_block_us = from.per_key_block_us * s.key_block};
+                            .per_key_block_us = from.per_key_block_us * s.key_block,
+                            .per_critical_entry_us = from.per_critical_entry_us * s.tile};
 }
 
 double product(const KernelShape& s) {
@@ -76,6 +77,11 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
                                .key_block = static_cast<double>(block_k) / static_cast<double>(used.shape.block_k)};
     model.forward = scaled(used.forward, scaling);
     model.backward = scaled(used.backward, scaling);
+    for (KernelCoefficients* c : {&model.forward, &model.backward}) {
+      require(c->per_critical_entry_us == 0.0 || gpu.sm_count >= 1, "GPU '", gpu.name,
+              "' has a critical-path cost (per_critical_entry_us) but no sm_count to share the tiles over");
+      c->sm_count = gpu.sm_count;
+    }
     model.calibrated = true;
     model.calibration.calibrated_shape = used.shape;
     model.calibration.extrapolated = !(used.shape == wanted);
@@ -89,6 +95,9 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
       }
       if (b.per_key_block_us > 0.0) {
         model.calibration.scaling += str("; backward per key block of the chunk x", scaling.key_block, " (key block)");
+      }
+      if (b.per_critical_entry_us > 0.0) {
+        model.calibration.scaling += str("; backward per critical entry x", scaling.tile, " (tile FLOPs)");
       }
     }
     model.source = cal.published() ? str("published figures (", gpu.name, ")")

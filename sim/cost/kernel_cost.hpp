@@ -2,12 +2,16 @@
 // heads of the launch), forward and backward:
 //   time = launch + per_list x lists + per_tile x tiles + per_vertical_chunk x chunks + per_head x heads
 //          + per_key_list x key lists + per_column_list x column lists + per_column_item x column items
-//          + per_column x columns + per_key_block x key blocks of the chunk,
+//          + per_column x columns + per_key_block x key blocks of the chunk
+//          + per_critical_entry x max(0, longest key list - tiles / SMs),
 // (lists: non-empty (head, query block) lists; key lists, column lists and items: the backward's
 // units, sim/work/work_counts.hpp; key blocks of the chunk: every (K/V head, key block) pair of the
 // held K/V chunk, listed or not, a pure function of the launch's shape (LaunchGeometry), since the
-// backward's key-block pass launches its CTAs for all of them; a calibration lists the terms of each
-// direction's kernel, the others cost 0) with the coefficients of
+// backward's key-block pass launches its CTAs for all of them; the last term is that pass's critical
+// path: its CTAs, one per segment and one per SM at a time, start longest first, so the heaviest
+// segment outlasts the others when it holds more than the per-SM share of the tiles, and the
+// entries beyond that share cost what the calibration measured; a calibration lists the terms of
+// each direction's kernel, the others cost 0) with the coefficients of
 // the GPU config's `calibration:` section (fitted on real GPUs) when present, else a roofline
 // estimate that every output marks "uncalibrated". A launch with no tile and no chunk is skipped
 // (costs 0). Also the dense GEMM cost (projections, MLP) at a calibrated
@@ -38,6 +42,8 @@ struct KernelCoefficients {
   double per_column_item_us = 0.0;  ///< per 64 gathered columns of a list (backward column pass items)
   double per_column_us = 0.0;       ///< per gathered column (backward column pass: dK/dV atomics)
   double per_key_block_us = 0.0;    ///< per (K/V head, key block) of the held chunk, listed or not (LaunchGeometry)
+  double per_critical_entry_us = 0.0;  ///< per entry of the longest key list beyond tiles / sm_count
+  int64_t sm_count = 0;             ///< SMs the key-block CTAs share (the GPU's; >= 1 when the term above is > 0)
 };
 
 /// The shape of one launch, which sets the kernels' grids whatever its work: the backward's
@@ -96,13 +102,14 @@ struct AttentionCostModel {
 /// per-list cost by the ratio of query block x head dim (the Q block loaded and the output merged
 /// per list; also the per-column-list cost), its per-key-list cost by key block x head dim, its
 /// per-column-item and per-column costs by head dim, its per-key-block cost by key block (the
-/// 64-key CTAs launched per key block), and keeps its launch cost. A measured calibration from
+/// 64-key CTAs launched per key block), its per-critical-entry cost by tile FLOPs (an entry is a
+/// tile of the heaviest CTA), and keeps its launch cost. A measured calibration from
 /// another kernel build than this one (core/kernel_build.hpp) is marked stale, a published one
 /// says so (calibration_notes).
 /// Roofline: a tile costs 4 x block_q x block_k x head_dim FLOPs forward (Q K^T and P V) at
 /// peak x attention_efficiency; backward_flop_ratio times that backward; a chunk costs
 /// gather_slowdown tiles; a list costs nothing (no evidence for a figure). Throws InputError for
-/// non-positive sizes or a GPU without a peak rate.
+/// non-positive sizes, a GPU without a peak rate, or a critical-path cost on a GPU without sm_count.
 AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block_q, int64_t block_k, int64_t head_dim,
                                              const RooflineAssumptions& assumptions = {});
 
@@ -117,7 +124,10 @@ class KernelTimer {
  public:
   /// Throws InputError for an invalid launch (LaunchGeometry::key_blocks).
   KernelTimer(const KernelCoefficients& c, const LaunchGeometry& launch)
-      : c_(c), heads_(static_cast<double>(launch.heads)), key_blocks_(static_cast<double>(launch.key_blocks())) {}
+      : c_(c),
+        heads_(static_cast<double>(launch.heads)),
+        key_blocks_(static_cast<double>(launch.key_blocks())),
+        per_sm_(c.sm_count >= 1 ? 1.0 / static_cast<double>(c.sm_count) : 0.0) {}
 
   SimNs operator()(const WorkCounts& work) const {
     if (work.tiles == 0 && work.column_chunks == 0) return 0;
@@ -127,13 +137,23 @@ class KernelTimer {
                       c_.per_key_list_us * static_cast<double>(work.key_lists) +
                       c_.per_column_list_us * static_cast<double>(work.column_lists) +
                       c_.per_column_item_us * static_cast<double>(work.column_items) +
-                      c_.per_column_us * static_cast<double>(work.columns) + c_.per_key_block_us * key_blocks_);
+                      c_.per_column_us * static_cast<double>(work.columns) + c_.per_key_block_us * key_blocks_ +
+                      c_.per_critical_entry_us * critical_entries(work));
+  }
+
+  /// Entries of the longest key list beyond the per-SM share of the tiles (0 without sm_count).
+  double critical_entries(const WorkCounts& work) const {
+    if (c_.per_critical_entry_us == 0.0) return 0.0;
+    const double excess =
+        static_cast<double>(work.longest_key_list) - static_cast<double>(work.tiles) * per_sm_;
+    return excess > 0.0 ? excess : 0.0;
   }
 
  private:
   KernelCoefficients c_;
   double heads_;
   double key_blocks_;
+  double per_sm_;
 };
 
 /// The same for `heads` heads without the launch's K/V geometry: the per-key-block term is left

@@ -179,6 +179,17 @@ TEST(GpuConfig, ThePerKeyBlockCostIsOptionalAndZeroWhenAbsent) {
   EXPECT_DOUBLE_EQ(parse_gpu(written, "w.yaml").calibration->shapes[0].forward.per_key_block_us, 0.0125);
   expect_input_error([&] { parse_gpu(test::with_value(with_term, "per_key_block_us", "-0.5"), "g.yaml"); },
                      {"per_key_block_us", "-0.5"});
+  // The critical-path term alike.
+  EXPECT_EQ(plain.calibration->shapes[0].backward.per_critical_entry_us, 0.0);
+  const std::string with_critical =
+      kUncalibrated + test::with_value(kCalibration, "per_vertical_chunk_us", "0.07\n        per_critical_entry_us: 2.5");
+  const GpuConfig critical = parse_gpu(with_critical, "g.yaml");
+  EXPECT_DOUBLE_EQ(critical.calibration->shapes[0].forward.per_critical_entry_us, 2.5);
+  const std::string critical_written = write_gpu_yaml(critical);
+  EXPECT_NE(critical_written.find("per_critical_entry_us: 2.5"), std::string::npos) << critical_written;
+  EXPECT_EQ(write_gpu_yaml(gpu).find("per_critical_entry_us"), std::string::npos) << "a zero term is not written";
+  expect_input_error([&] { parse_gpu(test::with_value(with_critical, "per_critical_entry_us", "-1"), "g.yaml"); },
+                     {"per_critical_entry_us", "-1"});
 }
 
 TEST(GpuConfig, ParsesPublishedCalibration) {
@@ -286,7 +297,8 @@ KernelCostCoefficients random_coefficients(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> unit(0.001, 1.0);
   KernelCostCoefficients c{unit(rng) * 10, (rng() % 2) ? unit(rng) * 0.1 : 0.0, unit(rng), (rng() % 2) ? unit(rng) * 0.1 : 0.0};
   // The optional terms (backward units, per key block of the chunk), each present or not.
-  for (double* term : {&c.per_key_list_us, &c.per_column_list_us, &c.per_column_item_us, &c.per_column_us, &c.per_key_block_us}) {
+  for (double* term : {&c.per_key_list_us, &c.per_column_list_us, &c.per_column_item_us, &c.per_column_us, &c.per_key_block_us,
+                       &c.per_critical_entry_us}) {
     *term = (rng() % 2) ? unit(rng) * 0.1 : 0.0;
   }
   return c;
@@ -341,6 +353,7 @@ void expect_same_coefficients(const KernelCostCoefficients& a, const KernelCostC
   EXPECT_EQ(a.per_column_item_us, b.per_column_item_us);
   EXPECT_EQ(a.per_column_us, b.per_column_us);
   EXPECT_EQ(a.per_key_block_us, b.per_key_block_us);
+  EXPECT_EQ(a.per_critical_entry_us, b.per_critical_entry_us);
 }
 
 void expect_same_calibration(const GpuCalibration& a, const GpuCalibration& b) {

@@ -134,6 +134,35 @@ TEST(CountSparseIndex, StripedSlashWorkIsBalancedAcrossRanks) {
   }
 }
 
+TEST(CountSparseIndex, BackwardUnitsOfAHandBuiltIndex) {
+  // 4 rows (2 GQA groups of 2) x 2 query blocks over 3 key blocks of 64 keys:
+  //   group 0: row 0 lists {0, 2} and {2}, row 1 lists {2} and {}  -> key block 2 holds 3 entries
+  //   group 1: row 2 lists {1} and {0, 1}, row 3 lists {} and {1}  -> key block 1 holds 3 entries
+  // and 130 columns in list (0, 0), 1 in list (3, 1).
+  SparseIndex index;
+  index.rows = 4;
+  index.q_len = 128;
+  index.kv_len = 192;
+  index.q_blocks = 2;
+  index.tile_offsets = {0, 2, 3, 4, 4, 5, 7, 7, 8};
+  index.tile_block = {0, 2, 2, 2, 1, 0, 1, 1};
+  index.tile_masked.assign(8, 0);
+  index.column_offsets = {0, 130, 130, 130, 130, 130, 130, 130, 131};
+  for (int32_t c = 0; c < 130; ++c) index.column_index.push_back(c);
+  index.column_index.push_back(5);
+  validate_sparse_index(index);
+  const BackwardUnits grouped = backward_units(index, 2);
+  EXPECT_EQ(grouped.key_lists, 4);  // group 0: blocks 0 and 2; group 1: blocks 0 and 1
+  EXPECT_EQ(grouped.longest_key_list, 3);
+  EXPECT_EQ(grouped.column_lists, 2);
+  EXPECT_EQ(grouped.column_items, 3 + 1);  // ceil(130 / 64) + ceil(1 / 64)
+  const BackwardUnits single = backward_units(index, 1);
+  EXPECT_EQ(single.key_lists, 2 + 1 + 2 + 1);
+  EXPECT_EQ(single.longest_key_list, 2);  // row 0's block 2, row 2's block 1
+  EXPECT_EQ(backward_units(index, 4).longest_key_list, 3);
+  EXPECT_THROW(backward_units(index, 3), InputError);
+}
+
 TEST(CountSparseIndex, RejectsWrongPerBlockSize) {
   const TokenLayout layout = make_token_layout(LayoutKind::contiguous, 256, 2);
   const StepGeometry geometry(IndexGeometry{RingPosition{layout, 0, 0}, 64, 64});

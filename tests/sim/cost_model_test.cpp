@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "core/kernel_build.hpp"
+#include "tests/config/config_test_util.hpp"
 #include "tests/common/test_seed.hpp"
 
 namespace sparsering {
@@ -147,6 +148,37 @@ TEST(CostModelTest, PerKeyBlockCostIsChargedPerKeyBlockOfTheChunk) {
   EXPECT_NE(m.calibration.scaling.find("per key block of the chunk x2"), std::string::npos) << m.calibration.scaling;
   // Calibrated at the exact shape: as listed.
   EXPECT_EQ(make_attention_cost_model(gpu, 64, 64, 128).backward.per_key_block_us, 0.01);
+}
+
+TEST(CostModelTest, TheHeaviestKeySegmentCostsItsEntriesBeyondThePerSmShare) {
+  // 4000 tiles on 100 SMs: 40 entries each. A longest key list of 70 is 30 entries beyond:
+  // 50 + 4000 x 0.01 + 30 x 2 us; at 40 or below, nothing. Forward coefficients have no such term.
+  KernelCoefficients c{.launch_us = 50.0, .per_tile_us = 0.01};
+  c.per_critical_entry_us = 2.0;
+  c.sm_count = 100;
+  WorkCounts work{.tiles = 4000};
+  work.longest_key_list = 70;
+  const LaunchGeometry launch{.heads = 8, .kv_heads = 1, .chunk_tokens = 4096, .block_k = 64};
+  EXPECT_EQ(kernel_time_ns(c, work, launch), 50000 + 40000 + 60000);
+  EXPECT_EQ(KernelTimer(c, launch).critical_entries(work), 30.0);
+  work.longest_key_list = 40;
+  EXPECT_EQ(kernel_time_ns(c, work, launch), 50000 + 40000);
+  work.longest_key_list = 3;
+  EXPECT_EQ(kernel_time_ns(c, work, launch), 50000 + 40000);
+  // The model takes the GPU's SMs; extrapolated, the cost scales with the tile's FLOPs (from
+  // 64x64x128 to 128x128x128: x4); a GPU without an SM count cannot charge it.
+  GpuConfig gpu = calibrated_gpu();
+  gpu.calibration->shapes.front().backward.per_critical_entry_us = 1.5;
+  gpu.sm_count = 132;
+  const AttentionCostModel exact = make_attention_cost_model(gpu, 64, 64, 128);
+  EXPECT_EQ(exact.backward.per_critical_entry_us, 1.5);
+  EXPECT_EQ(exact.backward.sm_count, gpu.sm_count);
+  EXPECT_EQ(exact.forward.per_critical_entry_us, 0.0);
+  const AttentionCostModel scaled = make_attention_cost_model(gpu, 128, 128, 128);
+  EXPECT_DOUBLE_EQ(scaled.backward.per_critical_entry_us, 6.0);
+  EXPECT_NE(scaled.calibration.scaling.find("per critical entry x4"), std::string::npos) << scaled.calibration.scaling;
+  gpu.sm_count = 0;
+  test::expect_input_error([&] { make_attention_cost_model(gpu, 64, 64, 128); }, {"per_critical_entry_us", "sm_count"});
 }
 
 TEST(CostModelTest, ExactShapeIsUsedWhenCalibrated) {

@@ -52,24 +52,6 @@ int64_t non_empty_lists(const SparseIndex& index) {
   return lists;
 }
 
-/// Entries of the longest segment of the index's transposition: per (K/V row, key block), the
-/// tiles that the `group` rows sharing the K/V row list on that key block.
-int64_t longest_key_segment(const SparseIndex& index, int32_t group) {
-  const int64_t key_blocks = (index.kv_len + index.block_k - 1) / index.block_k;
-  std::vector<int64_t> entries(static_cast<size_t>(key_blocks), 0);
-  int64_t longest = 0;
-  for (int32_t r = 0; r < index.rows; ++r) {
-    if (r % group == 0) std::fill(entries.begin(), entries.end(), 0);
-    for (int32_t i = 0; i < index.q_blocks; ++i) {
-      const size_t list = static_cast<size_t>(r) * static_cast<size_t>(index.q_blocks) + static_cast<size_t>(i);
-      for (int32_t t = index.tile_offsets[list]; t < index.tile_offsets[list + 1]; ++t) {
-        longest = std::max(longest, ++entries[static_cast<size_t>(index.tile_block[static_cast<size_t>(t)])]);
-      }
-    }
-  }
-  return longest;
-}
-
 /// A random layout of about `max_tokens` tokens: kind, ring size and stripe from the given choices.
 TokenLayout random_layout(std::mt19937_64& rng, int32_t max_ranks, std::span<const int64_t> granularities,
                           int64_t max_tokens) {
@@ -108,7 +90,7 @@ void expect_lists_equal_index(const TokenLayout& layout, int32_t block_q, int32_
       ASSERT_EQ(counted.at(r, src).key_lists, units.key_lists) << describe(layout, block_q, block_k) << " r=" << r << " src=" << src;
       ASSERT_EQ(counted.at(r, src).column_lists, units.column_lists) << describe(layout, block_q, block_k) << " r=" << r;
       ASSERT_EQ(counted.at(r, src).column_items, units.column_items) << describe(layout, block_q, block_k) << " r=" << r;
-      ASSERT_EQ(counted.at(r, src).longest_key_list, longest_key_segment(index, 1))
+      ASSERT_EQ(counted.at(r, src).longest_key_list, units.longest_key_list)
           << describe(layout, block_q, block_k) << " r=" << r << " src=" << src;
     }
   }
@@ -215,8 +197,9 @@ TEST(WorkCounterIndexTest, KeySegmentsOfGqaGroupsEqualIndexBuilder) {
         const StepGeometry step(IndexGeometry{RingPosition{layout, r, src}, block_q, block_k});
         const SparseIndex index = build_sparse_index(step, std::span<const PreparedRowPattern>(rows));
         const std::string where = str(describe(layout, block_q, block_k), " group=", group, " r=", r, " src=", src);
-        ASSERT_EQ(counted.at(r, src).key_lists, backward_units(index, group).key_lists) << where;
-        ASSERT_EQ(counted.at(r, src).longest_key_list, longest_key_segment(index, group)) << where;
+        const BackwardUnits units = backward_units(index, group);
+        ASSERT_EQ(counted.at(r, src).key_lists, units.key_lists) << where;
+        ASSERT_EQ(counted.at(r, src).longest_key_list, units.longest_key_list) << where;
         ASSERT_EQ(counted.at(r, src).tiles, index.tiles()) << where;
       }
     }

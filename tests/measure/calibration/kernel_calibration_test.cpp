@@ -77,6 +77,7 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   m.columns = 14;
   m.key_block_stride = 4;
   m.key_pass_us = 45.5;
+  m.longest_key_list = 9;
   const std::vector<KernelMeasurement> back = parse_kernel_measurements_csv(kernel_measurements_csv({m, m}), "t.csv");
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].columns_per_list, 40);
@@ -84,6 +85,7 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   EXPECT_EQ(back[1].column_lists, 12);
   EXPECT_EQ(back[1].column_items, 13);
   EXPECT_EQ(back[1].columns, 14);
+  EXPECT_EQ(back[1].longest_key_list, 9);
   EXPECT_EQ(back[1].direction, "backward");
   EXPECT_EQ(back[1].tiles, m.tiles);
   EXPECT_EQ(back[1].median_us, 123.25);
@@ -97,9 +99,10 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
            read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/h200-kernels-443afdb3-random.csv"), "h200")) {
     ASSERT_EQ(k.key_block_stride, 1);
     ASSERT_EQ(k.key_pass_us, -1.0);
+    ASSERT_EQ(k.longest_key_list, -1) << "not recorded then";
   }
   std::string zero_stride = kernel_measurements_csv({m});
-  zero_stride.replace(zero_stride.rfind(",4,45.5\n"), 8, ",0,45.5\n");
+  zero_stride.replace(zero_stride.rfind(",4,45.5,9\n"), 10, ",0,45.5,9\n");
   test::expect_input_error([&] { parse_kernel_measurements_csv(zero_stride, "e.csv"); }, {"e.csv:2", "key_block_stride", ">= 1"});
   test::expect_input_error([] { parse_kernel_measurements_csv("", "e.csv"); }, {"e.csv", "header"});
   test::expect_input_error([] { parse_kernel_measurements_csv("direction,q_heads\nforward,1\n", "e.csv"); },
@@ -292,6 +295,35 @@ TEST(KernelCalibration, ThePerKeyBlockTermIsFittedOnlyWhenFilledLaunchesListAPar
   EXPECT_FALSE(four.key_list);
 }
 
+TEST(KernelCalibration, CriticalEntriesAndTheirTerm) {
+  // Entries of the heaviest segment beyond tiles / SMs, by hand: 4096 tiles on 128 SMs is 32 each.
+  KernelMeasurement m = launch("backward", 16, 2, 8192);
+  m.tiles = 4096;
+  m.key_lists = 256;
+  m.column_lists = m.column_items = m.columns = 0;
+  m.under_filled = false;
+  m.longest_key_list = 40;
+  EXPECT_DOUBLE_EQ(critical_entries(m, 128), 8.0);
+  EXPECT_DOUBLE_EQ(critical_entries(m, 132), 40.0 - 4096.0 / 132.0);
+  m.longest_key_list = 32;
+  EXPECT_EQ(critical_entries(m, 128), 0.0);  // exactly the share: nothing beyond it
+  m.longest_key_list = 12;
+  EXPECT_EQ(critical_entries(m, 128), 0.0);
+  EXPECT_EQ(critical_entries(m, 0), 0.0);  // no SM count: no term
+  KernelMeasurement forward = m;
+  forward.direction = "forward";
+  forward.longest_key_list = 4096;
+  EXPECT_EQ(critical_entries(forward, 128), 0.0);
+  // The term is fitted when the SMs are known and every backward launch records its longest segment.
+  std::vector<KernelMeasurement> launches{m, m};
+  EXPECT_TRUE(fit_terms(launches, "backward", 132).critical);
+  EXPECT_FALSE(fit_terms(launches, "backward").critical);
+  EXPECT_FALSE(fit_terms(launches, "forward", 132).critical);
+  launches[1].longest_key_list = -1;
+  EXPECT_FALSE(fit_terms(launches, "backward", 132).critical);
+  EXPECT_TRUE(fit_terms(launches, "backward", 132).key_list) << "the other units are still recorded";
+}
+
 TEST(KernelCalibration, RestoringTheUnitsOfAStridedCaseDrawsItsStride) {
   // A recorded pair without units, at key block stride 4 (banded): the rebuilt index lists a
   // quarter of the key blocks, every one of them (the diagonals meet every covered block).
@@ -442,7 +474,19 @@ TEST(KernelCalibration, RestoringTheBackwardUnitsRebuildsTheBenchmarkIndices) {
     EXPECT_EQ(k.column_lists, k.chunks_per_list > 0 ? k.lists : 0);
     EXPECT_EQ(k.columns, k.column_chunks * k.block_k);
     EXPECT_EQ(k.column_items, k.columns / 64);
+    // ... and list i + s holds key block j for each of the row's offsets s: every segment holds
+    // tiles_per_list entries of each query head of the group.
+    EXPECT_EQ(k.longest_key_list, int64_t{k.tiles_per_list} * (k.q_heads / k.kv_heads));
   }
+  // Rows that record the units but not the longest segment get it; units that disagree with the
+  // rebuilt index are refused.
+  std::vector<KernelMeasurement> partial = kernels;
+  for (KernelMeasurement& k : partial) k.longest_key_list = -1;
+  restore_backward_units(partial);
+  for (size_t r = 0; r < kernels.size(); ++r) ASSERT_EQ(partial[r].longest_key_list, kernels[r].longest_key_list);
+  partial[1].longest_key_list = -1;
+  partial[1].key_lists += 1;
+  test::expect_input_error([&] { restore_backward_units(partial); }, {"row 2", "key lists", "the record"});
   std::vector<KernelMeasurement> swapped = parse_kernel_measurements_csv(
       read_file(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/h200-kernels-c96fff5c-banded.csv"), "h200");
   std::swap(swapped[0], swapped[2]);

@@ -76,6 +76,49 @@ TEST(KernelFit, ThePerKeyBlockTermIsFittedApartFromThePerKeyListOne) {
   test::expect_input_error([&] { fit_kernel_cost(bad, with); }, {"negative counts", "-1 key blocks"});
 }
 
+TEST(KernelFit, TheCriticalPathTermIsFittedWhereTheHeaviestSegmentOutlastsTheRest) {
+  // Launches of balanced segments (no critical entries) and launches whose heaviest segment holds
+  // 100 to 1600 entries beyond the per-SM share: the fit with the critical-path term gives back its
+  // cost; without it the other terms cannot explain the heavy launches.
+  const KernelCostCoefficients truth{.launch_us = 60.0, .per_tile_us = 0.02, .per_key_list_us = 0.2,
+                                     .per_critical_entry_us = 1.5};
+  std::vector<KernelSample> samples;
+  for (const int64_t key_lists : {int64_t{1024}, int64_t{8192}}) {
+    for (const int64_t tiles_per_key_list : {int64_t{4}, int64_t{32}}) {
+      for (const double critical : {0.0, 100.0, 400.0, 1600.0}) {
+        KernelSample s;
+        s.key_lists = key_lists;
+        s.key_blocks = key_lists;
+        s.tiles = key_lists * tiles_per_key_list;
+        s.critical_entries = critical;
+        s.time_us = predict_kernel_us(truth, s);
+        samples.push_back(s);
+      }
+    }
+  }
+  const KernelTerms with = KernelTerms::backward_units(false, false, true);
+  EXPECT_TRUE(with.critical);
+  const KernelFit fit = fit_kernel_cost(samples, with);
+  EXPECT_NEAR(fit.coefficients.per_critical_entry_us, truth.per_critical_entry_us, 1e-9);
+  EXPECT_NEAR(fit.coefficients.per_tile_us, truth.per_tile_us, 1e-12);
+  EXPECT_LT(fit.max_relative_error, 1e-9);
+  const KernelFit without = fit_kernel_cost(samples, KernelTerms::backward_units(false));
+  EXPECT_EQ(without.coefficients.per_critical_entry_us, 0.0);
+  EXPECT_GT(without.max_relative_error, 0.1);
+  // No launch with critical entries: the term has no data and stays 0.
+  std::vector<KernelSample> balanced;
+  for (const KernelSample& s : samples) {
+    if (s.critical_entries == 0.0) balanced.push_back(s);
+  }
+  EXPECT_EQ(fit_kernel_cost(balanced, with).coefficients.per_critical_entry_us, 0.0);
+  EXPECT_EQ(rounded_coefficients(KernelCostCoefficients{.per_critical_entry_us = 1.234567}).per_critical_entry_us, 1.235);
+  for (const double bad_count : {-1.0, std::nan("")}) {
+    std::vector<KernelSample> bad(3, samples.front());
+    bad[1].critical_entries = bad_count;
+    test::expect_input_error([&] { fit_kernel_cost(bad, with); }, {"kernel sample 1", "critical entries"});
+  }
+}
+
 TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
   std::mt19937_64 rng = sparsering::testing_support::test_rng();
   std::uniform_real_distribution<double> pick(0.5, 2.0);

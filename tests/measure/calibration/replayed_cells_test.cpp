@@ -56,6 +56,18 @@ TEST(ReplayedCells, RowsWithWorkBecomeLaunchesOfTheReplaysPlacement) {
   EXPECT_EQ(cells[1].direction, "backward");
   EXPECT_EQ(cells[1].key_lists, 250);
   EXPECT_EQ(cells[1].median_us, 1500.25);
+  EXPECT_EQ(cells[1].longest_key_list, -1) << "no such column: not recorded";
+  // With the longest key list recorded (a column between column_items and key_blocks).
+  std::string with_longest = csv;
+  with_longest.replace(with_longest.find("column_items,key_blocks"), 23, "column_items,longest_key_list,key_blocks");
+  for (size_t at = with_longest.find("8192,"); at != std::string::npos; at = with_longest.find("8192,", at + 1)) {
+    const size_t blocks = with_longest.find(",256,", at);
+    with_longest.insert(blocks, ",37");
+  }
+  const std::vector<KernelMeasurement> longest =
+      parse_replayed_cells(with_longest, validation("sha256:ab"), "cells.csv", "sha256:ab");
+  ASSERT_EQ(longest.size(), 2u);
+  EXPECT_EQ(longest[1].longest_key_list, 37);
   KernelMeasurement grid;
   grid.placement = "banded";
   EXPECT_FALSE(is_replayed_cell(grid));
@@ -87,9 +99,17 @@ TEST(ReplayedCells, RefusesWhatCannotEnterAFit) {
   const std::string bad_count = changed("9000", "-900");
   expect_input_error([&] { parse_replayed_cells(bad_count, validation("x"), "r/cells.csv", "x"); },
                      {"r/cells.csv:2", "column tiles"});
+  // Predicted again: of the kernels it names as measured, not of the binary that predicted it.
   const std::string again = R"({"format": "sparsering-validation", "mode": "replay", "plan": "c99-test",
       "calibration": {"this_kernel_build": "x"}, "provenance": {"predicted_again": {"commit": "abc"}}})";
-  expect_input_error([&] { parse_replayed_cells(csv, again, "r/cells.csv", "x"); }, {"predicted again", "--measured"});
+  expect_input_error([&] { parse_replayed_cells(csv, again, "r/cells.csv", "x"); },
+                     {"predicted again", "--measured", "does not name the kernels measured"});
+  const std::string again_named = R"({"format": "sparsering-validation", "mode": "replay", "plan": "c99-test",
+      "calibration": {"this_kernel_build": "new"},
+      "provenance": {"predicted_again": {"commit": "abc", "measured_kernel_build": "old"}}})";
+  EXPECT_EQ(parse_replayed_cells(csv, again_named, "r/cells.csv", "old").size(), 1u);
+  expect_input_error([&] { parse_replayed_cells(csv, again_named, "r/cells.csv", "new"); },
+                     {"replayed on kernel build old", "kernel build new"});
   const std::string no_heads = changed(",16,2,", ",0,2,");
   expect_input_error([&] { parse_replayed_cells(no_heads, validation("x"), "r/cells.csv", "x"); },
                      {"0 heads over 2 K/V heads"});

@@ -6,7 +6,8 @@
 // the fit with its residuals and the measurements with their predictions go to --out DIR as
 // calibration-<gpu>.json and calibration-<gpu>-kernels.csv. --cells adds ring cells replayed on
 // the same kernel build (each a cells.csv beside its validation.json) to the refit's launches
-// (measure/calibration/replayed_cells.hpp). Tested in
+// (measure/calibration/replayed_cells.hpp); --backward-cells adds the backward cells alone of the
+// replays measured for the backward's critical path (docs/calibration.md). Tested in
 // tests/cli/calibrate_refit_cli_test.cpp.
 #include <filesystem>
 #include <iostream>
@@ -46,22 +47,26 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
           " already has a calibration section; pass --force to replace it with the refit");
 
   std::vector<KernelMeasurement> replayed;
-  require(o.cells_paths.empty() || gpu.calibration.has_value(), gpu_path.string(),
+  require((o.cells_paths.empty() && o.backward_cells_paths.empty()) || gpu.calibration.has_value(), gpu_path.string(),
           " has no calibration to fit replayed cells into");
   std::set<std::string> replays;  // one replay per plan: the same plan twice would count its cells twice
-  for (const std::string& cells : o.cells_paths) {
+  const auto add_cells = [&](const std::string& option, const std::string& cells, bool backward_only) {
     const std::filesystem::path cells_path(cells);
     const std::filesystem::path validation_path = cells_path.parent_path() / "validation.json";
-    require(std::filesystem::is_regular_file(validation_path), "--cells ", cells, ": no validation.json beside it (",
+    require(std::filesystem::is_regular_file(validation_path), option, " ", cells, ": no validation.json beside it (",
             validation_path.string(), "); give the cells.csv that `sparsering validate --replay --out DIR` wrote");
     const std::vector<KernelMeasurement> cells_of_replay = parse_replayed_cells(
         read_file(cells_path), read_file(validation_path), cells, gpu.calibration->kernel_build);
-    if (cells_of_replay.empty()) continue;
+    if (cells_of_replay.empty()) return;
     const std::string& replay = cells_of_replay.front().placement;
-    require(replays.insert(replay).second, "--cells ", cells, ": plan ", replay.substr(kReplayedPlacement.size()),
-            " is already given by another --cells file");
-    replayed.insert(replayed.end(), cells_of_replay.begin(), cells_of_replay.end());
-  }
+    require(replays.insert(replay).second, option, " ", cells, ": plan ", replay.substr(kReplayedPlacement.size()),
+            " is already given by another cells file");
+    for (const KernelMeasurement& k : cells_of_replay) {
+      if (!backward_only || k.direction == "backward") replayed.push_back(k);
+    }
+  };
+  for (const std::string& cells : o.cells_paths) add_cells("--cells", cells, false);
+  for (const std::string& cells : o.backward_cells_paths) add_cells("--backward-cells", cells, true);
   const CalibrationRun run =
       refit_kernel_calibration(csv_text, o.refit_path, gpu, FitOptions{o.folds, o.fold_seed}, replayed);
   // The configs are checked before anything is written: set_gpu_calibration parses its result.
@@ -94,6 +99,10 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--cells", options->cells_paths,
                   "With --refit: ring cells replayed on the same kernel build (cells.csv of `sparsering validate "
                   "--replay --out DIR`, beside its validation.json), fitted with the recorded launches")
+      ->needs(refit);
+  cmd->add_option("--backward-cells", options->backward_cells_paths,
+                  "With --refit: as --cells, but only the backward's cells are fitted (replays measured for the "
+                  "backward's critical path, whose forward cells the forward model does not describe)")
       ->needs(refit);
   std::vector<CLI::Option*> measuring;
   measuring.push_back(cmd->add_option("--cluster", options->cluster_path,

@@ -16,6 +16,7 @@ struct CalibrateOptions {
   std::string gpu_path;
   std::string refit_path;  ///< --refit: a recorded kernel CSV to fit again instead of measuring
   std::vector<std::string> cells_paths;  ///< --cells: replays' cells.csv fitted with the refit
+  std::vector<std::string> backward_cells_paths;  ///< --backward-cells: replays whose backward cells alone are fitted
   std::string cluster_path;
   std::string level = "intra_node";
   bool quick = false;

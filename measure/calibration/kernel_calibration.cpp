@@ -140,10 +140,18 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
     if (k.direction == direction && shape_of(k) == shape) mine.push_back(k);
   }
   const KernelTerms terms = fit_terms(mine, direction, options.sm_count);
+  // An under-filled launch (few CTAs) takes its heaviest CTA's time: kept out of a fit without a
+  // term for that. The backward's critical-path term is one, and with two or more replays the
+  // grid's weight is chosen on held-out replayed cells, so the grid's smallest launches (bound by
+  // launch latency as much as by their heaviest CTA) cannot pull the fit away from real cells:
+  // then the backward's under-filled launches are fitted too.
+  std::vector<const KernelMeasurement*> all_launches;
+  for (const KernelMeasurement& k : mine) all_launches.push_back(&k);
+  const bool fit_under_filled = terms.critical && replays_among(all_launches) >= 2;
   for (const KernelMeasurement& k : kernels) {
     if (k.direction != direction || !(shape_of(k) == shape)) continue;
     const KernelSample sample = sample_of(k, options.sm_count);
-    if (k.under_filled) {
+    if (k.under_filled && !fit_under_filled) {
       under.push_back(sample);
       continue;
     }

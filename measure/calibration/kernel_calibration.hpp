@@ -89,7 +89,9 @@ inline constexpr double kGridWeights[] = {0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 
 std::vector<double> launch_weights(const std::vector<const KernelMeasurement*>& launches, double grid_weight);
 
 /// Fits every kernel shape of `kernels` (in order of first appearance), both directions, on the
-/// launches whose under_filled flag is false, and fills every measurement's predicted_us. Where
+/// launches whose under_filled flag is false (and the backward's under-filled launches too when its
+/// critical-path term is fitted: their time is their heaviest CTA's, which that term describes),
+/// and fills every measurement's predicted_us. Where
 /// replayed ring cells of two or more replays are among the launches, the grid's weight is the one
 /// of kGridWeights whose fits, each without one replay, predict the left-out replays' cells best
 /// (smallest median |error|; the smaller weight on a tie): how much the synthetic grid should pull

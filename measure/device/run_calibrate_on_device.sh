@@ -18,6 +18,9 @@
 #   raw/refit/calibration-<gpu>.json, -kernels.csv     the refit
 #   REPLAYS=1|0                             replay and refit (default 1)
 #   REPLAY_PLANS=configs/plans/calibration  the calibration replays (held out from the validation matrix)
+#   BACKWARD_REPLAY_PLANS=configs/plans/calibration-backward
+#                                           replays whose backward cells alone are fitted (`--backward-cells`:
+#                                           few K/V heads per rank, the backward's critical path; docs/calibration.md)
 #   TRACE_PRIOR=configs/sparsity/llama-3-8b-262k.yaml   sparsity prior of their traces
 #   REPLAY_CASE_S=90                        timeout of one replay
 #   GPU_CONFIGS="configs/gpus/a.yaml ..."   configs to calibrate (default: those matching the GPU)
@@ -42,6 +45,7 @@ TARGET=${CALIBRATE_TARGET:-sparsering}
 BUILD=${BUILD:-build-calibrate}
 REPLAYS=${REPLAYS:-1}
 REPLAY_PLANS=${REPLAY_PLANS:-configs/plans/calibration}
+BACKWARD_REPLAY_PLANS=${BACKWARD_REPLAY_PLANS-configs/plans/calibration-backward}
 TRACE_PRIOR=${TRACE_PRIOR:-configs/sparsity/llama-3-8b-262k.yaml}
 REPLAY_CASE_S=${REPLAY_CASE_S:-90}
 start=$(date +%s)
@@ -141,21 +145,29 @@ fi
 # cluster whose GPU is $1, then refits $1 with the grid run's measurements and the replays' cells.
 source measure/device/replay_plan.sh
 replay_calibration() {
-  local config=$1 name=$2 plan plan_name cells=()
+  local config=$1 name=$2 plan plan_name cells=() backward_cells=()
   local dir="$OUT/replays/$name"
   mkdir -p "$dir" "$WORK/replay-plans"
   sed "s|^gpu: .*|gpu: $(realpath "$config")|" configs/clusters/h200-16x8-ndr.yaml > "$WORK/replay-plans/cluster.yaml"
-  for plan in "$REPLAY_PLANS"/*.yaml; do
+  # The backward replays go to replays/<gpu>/backward/ and are refitted with --backward-cells.
+  for plan in "$REPLAY_PLANS"/*.yaml ${BACKWARD_REPLAY_PLANS:+"$BACKWARD_REPLAY_PLANS"/*.yaml}; do
+    [ -f "$plan" ] || continue
     plan_name=$(basename "$plan" .yaml)
+    local result="$dir/$plan_name" backward=0
+    if [ -n "$BACKWARD_REPLAY_PLANS" ] && [ "$(dirname "$plan")" = "$BACKWARD_REPLAY_PLANS" ]; then
+      backward=1
+      result="$dir/backward/$plan_name"
+      mkdir -p "$dir/backward"
+    fi
     local log="$WORK/logs/replay-$name-$plan_name.log"
     if replay_plan "$BIN" "$plan" "$WORK/replay-plans/cluster.yaml" "$WORK/traces" "$TRACE_PRIOR" 12 3 "$REPLAY_CASE_S" \
-         "$dir/$plan_name" "$log" "$WORK/replay-plans"; then
-      cells+=("$dir/$plan_name/cells.csv")
+         "$result" "$log" "$WORK/replay-plans"; then
+      if [ "$backward" = 1 ]; then backward_cells+=("$result/cells.csv"); else cells+=("$result/cells.csv"); fi
     else
       stamp "replay $plan_name FAILED: $(tail -2 "$log" | tr '\n' ' ')"
     fi
   done
-  stamp "replayed ${#cells[@]} calibration plans for $config"
+  stamp "replayed ${#cells[@]} calibration plans and ${#backward_cells[@]} backward ones for $config"
   # Not a failure of the calibration: the grid's fit stands, and the summary says so.
   if [ ${#cells[@]} -lt 2 ]; then
     stamp "fewer than two replays: $config keeps the grid's fit"
@@ -164,12 +176,14 @@ replay_calibration() {
   fi
   mkdir -p "$WORK/raw/refit" "$OUT/raw/refit"
   "$BIN" --out "$WORK/raw/refit" --force calibrate --gpu "$config" --refit "$WORK/raw/calibration-$name-kernels.csv" \
-    --cells "${cells[@]}" > "$WORK/logs/refit-$name.txt" 2> "$WORK/logs/refit-$name.log"
+    --cells "${cells[@]}" ${backward_cells[@]+--backward-cells "${backward_cells[@]}"} \
+    > "$WORK/logs/refit-$name.txt" 2> "$WORK/logs/refit-$name.log"
   local code=$?
   stamp "refit $config with ${#cells[@]} replays: exit $code"
   cp "$config" "$OUT/configs/"
   cp "$WORK/raw/refit/calibration-$name"* "$OUT/raw/refit/" 2>/dev/null
-  { echo "== $config refitted with ${#cells[@]} replays ($gpu_name): exit $code"; cat "$WORK/logs/refit-$name.txt"; } \
+  { echo "== $config refitted with ${#cells[@]} replays and ${#backward_cells[@]} backward ones ($gpu_name): exit $code"
+    cat "$WORK/logs/refit-$name.txt"; } \
     >> "$OUT/summary.txt"
   return $code
 }

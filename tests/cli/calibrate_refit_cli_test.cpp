@@ -146,6 +146,21 @@ TEST_F(CalibrateRefitCli, FitsReplayedCellsOfTheSameKernelsWithTheRun) {
   EXPECT_TRUE(contains(r.output, "with 48 replayed ring cells")) << r.output;
   EXPECT_TRUE(contains(r.output, "64x64x128 forward: 24 replayed ring cells of 3 replays, grid weight")) << r.output;
   EXPECT_TRUE(contains(read_file(dir_ / "out" / "calibration-refit-gpu-kernels.csv"), ",replay:r1,")) << "cells recorded";
+  // --backward-cells: that replay's backward cells alone.
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
+                  " --cells " + path("r0/cells.csv") + " " + path("r1/cells.csv") + " --backward-cells " +
+                  path("r2/cells.csv"),
+              120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "with 40 replayed ring cells")) << r.output;
+  EXPECT_TRUE(contains(r.output, "64x64x128 forward: 16 replayed ring cells of 2 replays")) << r.output;
+  EXPECT_TRUE(contains(r.output, "64x64x128 backward: 24 replayed ring cells of 3 replays")) << r.output;
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
+                  " --cells " + path("r0/cells.csv") + " --backward-cells " + path("r0/cells.csv"),
+              120);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--backward-cells")) << r.output;
+  EXPECT_TRUE(contains(r.output, "plan r0 is already given by another cells file")) << r.output;
   // Cells of other kernels, or without the validation.json that says which, cannot enter the fit.
   write_replay(dir_ / "old", "old", "sha256:0ld", 3);
   r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
@@ -165,11 +180,16 @@ TEST_F(CalibrateRefitCli, FitsReplayedCellsOfTheSameKernelsWithTheRun) {
                   " --cells " + path("r1/cells.csv") + " " + path("copy/cells.csv"),
               120);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "plan r1 is already given by another --cells file")) << r.output;
+  EXPECT_TRUE(contains(r.output, "plan r1 is already given by another cells file")) << r.output;
   r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --cells " + path("r0/cells.csv"),
               120);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "--cells requires --refit")) << r.output;
+  r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --backward-cells " +
+                  path("r0/cells.csv"),
+              120);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--backward-cells requires --refit")) << r.output;
 }
 
 TEST_F(CalibrateRefitCli, RefusesWhatARefitCannotDo) {

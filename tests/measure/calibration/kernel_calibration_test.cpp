@@ -324,6 +324,74 @@ TEST(KernelCalibration, CriticalEntriesAndTheirTerm) {
   EXPECT_TRUE(fit_terms(launches, "backward", 132).key_list) << "the other units are still recorded";
 }
 
+TEST(KernelCalibration, UnderFilledBackwardCellsEnterTheFitWithTheCriticalPathTerm) {
+  // Backward times from a model with a critical-path cost, exactly: 50 + 0.02 x tiles + 0.2 x key
+  // lists + 1.5 x max(0, longest - tiles / 132) us. The grid's launches (32 heads over 4 K/V heads,
+  // 2048 segments) have no critical entries; three replays' cells (8 heads over 1 K/V head, 256
+  // segments: under-filled) do. With two or more replays and the SMs known, those cells are fitted
+  // and give back the critical-path cost; without the SMs there is no such term and they stay out.
+  const KernelCostCoefficients forward_truth{10.0, 0.03, 0.01, 0.0};
+  const auto backward_us = [](const KernelMeasurement& m) {
+    return 50.0 + 0.02 * static_cast<double>(m.tiles) + 0.2 * static_cast<double>(m.key_lists) +
+           1.5 * std::max(0.0, static_cast<double>(m.longest_key_list) - static_cast<double>(m.tiles) / 132.0);
+  };
+  const auto with_units = [](KernelMeasurement m, int64_t key_lists, int64_t longest) {
+    m.key_lists = key_lists;
+    m.column_lists = m.column_items = m.columns = 0;
+    m.longest_key_list = longest;
+    return m;
+  };
+  std::vector<KernelMeasurement> kernels;
+  for (const int32_t tiles_per_list : {1, 2, 3, 4, 6, 8, 12, 16}) {
+    KernelMeasurement f = with_units(launch("forward", 32, 4, 32768), 2048, 8 * tiles_per_list);
+    f.tiles_per_list = tiles_per_list;
+    f.tiles = f.lists * tiles_per_list;
+    f.median_us = predict_kernel_us(forward_truth, f.lists, f.tiles, 0);
+    f.under_filled = launch_under_filled(f, 132);
+    KernelMeasurement b = f;
+    b.direction = "backward";
+    b.median_us = backward_us(b);
+    b.under_filled = launch_under_filled(b, 132);
+    ASSERT_FALSE(b.under_filled);
+    ASSERT_EQ(critical_entries(b, 132), 0.0);
+    kernels.push_back(f);
+    kernels.push_back(b);
+  }
+  int64_t cells = 0;
+  for (int replay = 0; replay < 3; ++replay) {
+    for (int cell = 0; cell < 12; ++cell) {
+      KernelMeasurement b = launch("backward", 8, 1, 16384);
+      b.placement = str("replay:r", replay);
+      b.tiles = b.lists * (1 + (cell + replay) % 4);
+      b = with_units(b, 256, 40 + 15 * cell + 7 * replay);
+      b.median_us = backward_us(b);
+      b.under_filled = launch_under_filled(b, 132);
+      ASSERT_TRUE(b.under_filled);
+      ASSERT_GT(critical_entries(b, 132), 0.0);
+      kernels.push_back(b);
+      ++cells;
+    }
+  }
+  std::vector<KernelMeasurement> fitted = kernels;
+  const DirectionFit with_term = fit_kernel_measurements(fitted, FitOptions{.folds = 4, .sm_count = 132})[0].backward;
+  EXPECT_EQ(with_term.replays, 3);
+  EXPECT_EQ(with_term.under.samples, 0);
+  EXPECT_EQ(with_term.replayed.samples, cells);
+  EXPECT_NEAR(with_term.fit.coefficients.per_critical_entry_us, 1.5, 1e-9);
+  EXPECT_NEAR(with_term.fit.coefficients.per_tile_us, 0.02, 1e-12);
+  EXPECT_LT(with_term.fit.max_relative_error, 1e-6);
+  fitted = kernels;
+  const DirectionFit without = fit_kernel_measurements(fitted, FitOptions{.folds = 4})[0].backward;
+  EXPECT_EQ(without.fit.coefficients.per_critical_entry_us, 0.0);
+  EXPECT_EQ(without.under.samples, cells) << "no critical-path term: under-filled cells stay out";
+  // One replay is not enough to choose the grid's weight on held-out cells: they stay out too.
+  std::vector<KernelMeasurement> one_replay;
+  for (const KernelMeasurement& k : kernels) {
+    if (!is_replayed_cell(k) || k.placement == "replay:r0") one_replay.push_back(k);
+  }
+  EXPECT_EQ(fit_kernel_measurements(one_replay, FitOptions{.folds = 4, .sm_count = 132})[0].backward.under.samples, 12);
+}
+
 TEST(KernelCalibration, RestoringTheUnitsOfAStridedCaseDrawsItsStride) {
   // A recorded pair without units, at key block stride 4 (banded): the rebuilt index lists a
   // quarter of the key blocks, every one of them (the diagonals meet every covered block).
@@ -374,7 +442,8 @@ std::vector<ShapeFit> refit(const std::string& csv, bool four_terms = false) {
 /// The refit that `calibrate --refit` runs (refit_kernel_calibration) of a shipped run's CSV into
 /// the config that run wrote gives back its calibration: every coefficient and fit figure, and the
 /// file's text itself.
-void expect_shipped(const std::string& csv, const std::string& gpu_file, const std::string& replays = "") {
+void expect_shipped(const std::string& csv, const std::string& gpu_file, const std::string& replays = "",
+                    const std::string& backward_replays = "") {
   SCOPED_TRACE(csv);
   // A bare name is a shipped config; a path is relative to the source tree.
   const std::string gpu_text = read_file(std::string(SPARSERING_SOURCE_DIR) +
@@ -382,17 +451,20 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
   const GpuConfig gpu = parse_gpu(gpu_text, gpu_file);
   ASSERT_TRUE(gpu.calibration.has_value());
   // The replays in the order a shell's glob gives them (`--cells DIR/*/cells.csv`).
+  // The backward replays' backward cells alone (`--backward-cells`).
   std::vector<KernelMeasurement> cells;
-  if (!replays.empty()) {
+  for (const auto& [folder, backward_only] : {std::pair{replays, false}, std::pair{backward_replays, true}}) {
+    if (folder.empty()) continue;
     std::vector<std::filesystem::path> dirs;
-    for (const auto& entry : std::filesystem::directory_iterator(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + replays)) {
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(SPARSERING_SOURCE_DIR) + "/docs/calibration/" + folder)) {
       dirs.push_back(entry.path());
     }
     std::sort(dirs.begin(), dirs.end());
     for (const std::filesystem::path& dir : dirs) {
-      const std::vector<KernelMeasurement> rows = parse_replayed_cells(
-          read_file(dir / "cells.csv"), read_file(dir / "validation.json"), dir.string(), gpu.calibration->kernel_build);
-      cells.insert(cells.end(), rows.begin(), rows.end());
+      for (const KernelMeasurement& row : parse_replayed_cells(read_file(dir / "cells.csv"), read_file(dir / "validation.json"),
+                                                               dir.string(), gpu.calibration->kernel_build)) {
+        if (!backward_only || row.direction == "backward") cells.push_back(row);
+      }
     }
   }
   const CalibrationRun run = refit_kernel_calibration(
@@ -413,6 +485,7 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
       EXPECT_EQ(got.per_column_item_us, want.per_column_item_us);
       EXPECT_EQ(got.per_column_us, want.per_column_us);
       EXPECT_EQ(got.per_key_block_us, want.per_key_block_us);
+      EXPECT_EQ(got.per_critical_entry_us, want.per_critical_entry_us);
     }
     ASSERT_TRUE(shipped->fit.has_value());
     EXPECT_EQ(expected.fit->samples, shipped->fit->samples);
@@ -427,7 +500,7 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
 
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
   expect_shipped("h100-sxm-kernels-595a2baa-random.csv", "h100-sxm.yaml");
-  expect_shipped("h200-kernels-8a07dff2-banded.csv", "h200.yaml", "h200-8a07dff2-replays");
+  expect_shipped("h200-kernels-8a07dff2-banded.csv", "h200.yaml", "h200-8a07dff2-replays", "h200-8a07dff2-backward-replays");
   // The repeat: grid and replays measured again in one device call, refitted there; the same fit
   // from its files here.
   expect_shipped("h200-eec1e0a2-repeat/h200-kernels-banded.csv", "docs/calibration/h200-eec1e0a2-repeat/h200.yaml",

@@ -140,5 +140,27 @@ TEST(ReplayedCells, TheShippedReplaysReadBackForTheirKernelBuild) {
   EXPECT_EQ(replays, 18);
 }
 
+TEST(ReplayedCells, TheCurrentReplaysRecordTheLongestKeyListOfEveryCell) {
+  // The H200 calibration of kernel build 8a07dff2: its 18 replays predicted again by a version that
+  // counts the longest key list (beside their recorded times) and its 7 backward replays, which
+  // recorded it when they ran; all of that kernel build.
+  const std::filesystem::path docs = std::filesystem::path(SPARSERING_SOURCE_DIR) / "docs/calibration";
+  const std::string build = "sha256:8a07dff2123f93a136cf633218a0a0a59c170c13a2fae0c746779975f5f08575";
+  int replays = 0;
+  for (const char* folder : {"h200-8a07dff2-replays", "h200-8a07dff2-backward-replays"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(docs / folder)) {
+      const std::vector<KernelMeasurement> cells = parse_replayed_cells(
+          read_file(entry.path() / "cells.csv"), read_file(entry.path() / "validation.json"), entry.path().string(), build);
+      ASSERT_FALSE(cells.empty()) << entry.path();
+      for (const KernelMeasurement& k : cells) {
+        ASSERT_GE(k.longest_key_list, 0) << entry.path();
+        ASSERT_LE(k.longest_key_list, k.tiles) << entry.path();
+      }
+      ++replays;
+    }
+  }
+  EXPECT_EQ(replays, 25);
+}
+
 }  // namespace
 }  // namespace sparsering

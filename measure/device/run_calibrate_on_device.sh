@@ -179,7 +179,7 @@ replay_calibration() {
     --cells "${cells[@]}" ${backward_cells[@]+--backward-cells "${backward_cells[@]}"} \
     > "$WORK/logs/refit-$name.txt" 2> "$WORK/logs/refit-$name.log"
   local code=$?
-  stamp "refit $config with ${#cells[@]} replays: exit $code"
+  stamp "refit $config with ${#cells[@]} replays and ${#backward_cells[@]} backward ones: exit $code"
   cp "$config" "$OUT/configs/"
   cp "$WORK/raw/refit/calibration-$name"* "$OUT/raw/refit/" 2>/dev/null
   { echo "== $config refitted with ${#cells[@]} replays and ${#backward_cells[@]} backward ones ($gpu_name): exit $code"

@@ -205,13 +205,12 @@ void run_validate(const ValidateOptions& o, const GlobalOptions& global) {
   nlohmann::json document;
   if (recorded) {
     nlohmann::json recorded_provenance = recorded_document.value("provenance", nlohmann::json::object());
-    // The kernels measured are the recorded document's: its own stamp says which.
-    const nlohmann::json recorded_calibration = recorded_document.value("calibration", nlohmann::json::object());
-    recorded_provenance["predicted_again"] = {
-        {"command", command_line(o) + " --measured " + o.measured_path},
-        {"commit", current_commit()},
-        {"sparsering_version", kVersion},
-        {"measured_kernel_build", recorded_calibration.value("this_kernel_build", std::string("unknown"))}};
+    // The kernels measured are the recorded document's (measured_kernel_build: never this binary's).
+    const std::optional<std::string> measured_on = measured_kernel_build(recorded_document);
+    recorded_provenance["predicted_again"] = {{"command", command_line(o) + " --measured " + o.measured_path},
+                                              {"commit", current_commit()},
+                                              {"sparsering_version", kVersion}};
+    if (measured_on.has_value()) recorded_provenance["predicted_again"]["measured_kernel_build"] = *measured_on;
     document = validation_to_json(report, recorded_provenance);
   } else {
     document = validation_to_json(report, provenance(o, device_count, command_line(o)));

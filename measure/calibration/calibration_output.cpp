@@ -94,6 +94,7 @@ std::string calibration_json(const CalibrationRun& run) {
                        {"cuda", cal.provenance.cuda},     {"nccl", cal.provenance.nccl},
                        {"commit", cal.provenance.commit}, {"date", cal.provenance.date}};
   doc["gemm_efficiency"] = cal.gemm_efficiency;
+  doc["sm_count"] = run.fit_options.sm_count;  // the critical-path term's per-SM share (0: no such term)
   doc["model"] =
       "forward: time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks; "
       "backward (when its units are recorded): launch_us + per_key_list_us x key_lists + per_tile_us x tiles + "
@@ -186,7 +187,9 @@ std::string fit_table(const CalibrationRun& run) {
            "key lists + per_tile x tiles + per_column_list x column lists + per_item x column items (+ per_column x "
            "columns) (+ per_key_block x key blocks of the chunk) (+ per_critical_entry x entries of the heaviest key-block "
            "segment beyond tiles / SMs) (backward, when its units are recorded), all heads; held-out: "
-        << run.fit_options.folds << "-fold by benchmark case, seed " << run.fit_options.seed << "\n";
+        << run.fit_options.folds << "-fold by benchmark case, seed " << run.fit_options.seed
+        << (run.fit_options.sm_count > 0 ? str("; ", run.fit_options.sm_count, " SMs share the tiles") : std::string())
+        << "\n";
     Table table({"shape", "direction", "launch_us", "per_list_us", "per_tile_us", "per_chunk_us", "per_key_list_us",
                  "per_column_list_us", "per_item_us", "per_column_us", "per_key_block_us", "per_critical_entry_us",
                  "samples", "median |err|",

@@ -16,7 +16,7 @@ namespace sparsering {
 /// Everything one calibration run measured and fitted.
 struct CalibrationRun {
   GpuCalibration calibration;       ///< what goes into the GPU config: shapes, kernel build, provenance
-  FitOptions fit_options;           ///< folds and seed of the held-out error
+  FitOptions fit_options;           ///< folds and seed of the held-out error, SMs of the critical-path term
   std::vector<ShapeFit> fits;       ///< one per shape, both directions, with residuals
   std::vector<KernelMeasurement> kernels;
   std::vector<HopMeasurement> hops;

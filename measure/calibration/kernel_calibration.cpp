@@ -146,8 +146,12 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
   // launch latency as much as by their heaviest CTA) cannot pull the fit away from real cells:
   // then the backward's under-filled launches are fitted too.
   std::vector<const KernelMeasurement*> all_launches;
-  for (const KernelMeasurement& k : mine) all_launches.push_back(&k);
-  const bool fit_under_filled = terms.critical && replays_among(all_launches) >= 2;
+  bool critical_entries_seen = false;
+  for (const KernelMeasurement& k : mine) {
+    all_launches.push_back(&k);
+    critical_entries_seen = critical_entries_seen || critical_entries(k, options.sm_count) > 0.0;
+  }
+  const bool fit_under_filled = terms.critical && critical_entries_seen && replays_among(all_launches) >= 2;
   for (const KernelMeasurement& k : kernels) {
     if (k.direction != direction || !(shape_of(k) == shape)) continue;
     const KernelSample sample = sample_of(k, options.sm_count);
@@ -254,7 +258,8 @@ void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t be
   // Rows come in (forward, backward) pairs of one index: it is rebuilt once per pair.
   for (size_t row = 0; row < kernels.size(); ++row) {
     KernelMeasurement& k = kernels[row];
-    if (has_every_count(k)) continue;
+    // Replayed cells are no benchmark case: what they lack stays -1 (their term is not fitted).
+    if (has_every_count(k) || is_replayed_cell(k)) continue;
     // The benchmark writes each case's forward and backward in turn; case n drew its index with
     // seed bench_seed + n (measure/bench/kernel_bench.cu).
     const size_t first = row - row % 2;

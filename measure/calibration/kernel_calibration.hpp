@@ -90,7 +90,8 @@ std::vector<double> launch_weights(const std::vector<const KernelMeasurement*>& 
 
 /// Fits every kernel shape of `kernels` (in order of first appearance), both directions, on the
 /// launches whose under_filled flag is false (and the backward's under-filled launches too when its
-/// critical-path term is fitted: their time is their heaviest CTA's, which that term describes),
+/// critical-path term is fitted, some launch has critical entries and two or more replays choose
+/// the grid's weight: their time is their heaviest CTA's, which that term describes),
 /// and fills every measurement's predicted_us. Where
 /// replayed ring cells of two or more replays are among the launches, the grid's weight is the one
 /// of kGridWeights whose fits, each without one replay, predict the left-out replays' cells best
@@ -124,7 +125,8 @@ KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std:
 /// benchmark's order, forward then backward per case, case n with seed bench_seed + n (1 + n by
 /// default, `calibrate` has no other) and the case's key block stride. Throws InputError when the
 /// rows are not in that order or a rebuilt index does not have the recorded tiles, chunks and lists
-/// (or the recorded units, where only the longest segment is missing).
+/// (or the recorded units, where only the longest segment is missing). Replayed ring cells are
+/// left as they are.
 void restore_backward_units(std::vector<KernelMeasurement>& kernels, uint64_t bench_seed = 1);
 
 }  // namespace sparsering

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "measure/calibration/csv_rows.hpp"
 #include "measure/calibration/kernel_calibration.hpp"
+#include "measure/validation/validation_json.hpp"
 
 namespace sparsering {
 
@@ -22,13 +23,12 @@ std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv
     // A prediction made again (`validate --measured`) stamps this binary's build on a measurement
     // of the kernels that ran then, which its predicted_again block names (measured_kernel_build):
     // the measured times are of those kernels, the counts of this tree's simulator.
-    const nlohmann::json provenance = doc.value("provenance", nlohmann::json::object());
-    const bool again = provenance.contains("predicted_again");
-    require(!again || provenance.at("predicted_again").contains("measured_kernel_build"), source_name,
-            ": the validation.json beside it was predicted again from an earlier measurement (--measured) by a version "
-            "that does not name the kernels measured; give the replay's own files, or predict it again with this one");
-    const std::string measured_on = again ? provenance.at("predicted_again").at("measured_kernel_build").get<std::string>()
-                                          : doc.at("calibration").at("this_kernel_build").get<std::string>();
+    const std::optional<std::string> measured_kernel = measured_kernel_build(doc);
+    require(measured_kernel.has_value(), source_name,
+            ": the validation.json beside it does not name the kernel build it measured (one predicted again from an "
+            "earlier measurement, --measured, by a version that did not record it); give the replay's own files, or "
+            "predict those again");
+    const std::string& measured_on = *measured_kernel;
     require(measured_on == kernel_build, source_name, ": replayed on kernel build ", measured_on,
             ", the calibration is of kernel build ", kernel_build, ": a replay of other kernels cannot enter its fit");
   } catch (const nlohmann::json::exception& error) {

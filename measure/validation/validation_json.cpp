@@ -137,6 +137,19 @@ nlohmann::json measured_timeline_json(const ValidationReport& report, const Meas
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", metadata}};
 }
 
+std::optional<std::string> measured_kernel_build(const nlohmann::json& validation) {
+  const auto string_at = [](const nlohmann::json& object, const char* key) -> std::optional<std::string> {
+    if (!object.is_object() || !object.contains(key) || !object.at(key).is_string()) return std::nullopt;
+    return object.at(key).get<std::string>();
+  };
+  if (!validation.is_object()) return std::nullopt;
+  const nlohmann::json provenance = validation.value("provenance", nlohmann::json::object());
+  if (provenance.is_object() && provenance.contains("predicted_again")) {
+    return string_at(provenance.at("predicted_again"), "measured_kernel_build");
+  }
+  return string_at(validation.value("calibration", nlohmann::json::object()), "this_kernel_build");
+}
+
 std::string validation_cells_csv(const ValidationReport& report) {
   const auto w = static_cast<size_t>(report.ranks);
   const int64_t key_blocks = report.launch.key_blocks();

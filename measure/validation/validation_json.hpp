@@ -6,6 +6,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "measure/validation/measured_layer.hpp"
@@ -29,5 +30,11 @@ nlohmann::json measured_timeline_json(const ValidationReport& report, const Meas
 /// (LaunchGeometry::key_blocks), the measured and the predicted kernel time (us). The rows are
 /// launches as the calibration's fit takes them (measure/calibration/replayed_cells.hpp). Throws InputError when a pass kept no cell work.
 std::string validation_cells_csv(const ValidationReport& report);
+
+/// The kernel build whose times a validation.json holds: for one predicted again from an earlier
+/// measurement (`validate --measured`), its provenance.predicted_again.measured_kernel_build (none
+/// when that block does not name it: the binary that predicted it says nothing of what ran), else
+/// the build that ran it, calibration.this_kernel_build (none when absent). Never a guess.
+std::optional<std::string> measured_kernel_build(const nlohmann::json& validation);
 
 }  // namespace sparsering

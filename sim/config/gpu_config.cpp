@@ -72,6 +72,10 @@ CalibratedShape read_shape(const YAML::Node& node, const std::string& path, Cali
   s.shape.head_dim = read_supported(map, "head_dim", true);
   s.forward = read_coefficients(map.required_map("forward"));
   s.backward = read_coefficients(map.required_map("backward"));
+  // The count it multiplies is the backward key-block pass's heaviest segment.
+  require(s.forward.per_critical_entry_us == 0.0, map.key_path("forward"),
+          ".per_critical_entry_us is the backward's critical-path cost; the forward has none (got ",
+          s.forward.per_critical_entry_us, ")");
   if (source == CalibrationSource::measured) {
     s.fit = read_fit(map.required_map("fit"));
   } else {

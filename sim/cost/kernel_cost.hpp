@@ -143,7 +143,7 @@ class KernelTimer {
 
   /// Entries of the longest key list beyond the per-SM share of the tiles (0 without sm_count).
   double critical_entries(const WorkCounts& work) const {
-    if (c_.per_critical_entry_us == 0.0) return 0.0;
+    if (c_.per_critical_entry_us == 0.0 || per_sm_ == 0.0) return 0.0;
     const double excess =
         static_cast<double>(work.longest_key_list) - static_cast<double>(work.tiles) * per_sm_;
     return excess > 0.0 ? excess : 0.0;

@@ -146,6 +146,13 @@ TEST_F(CalibrateRefitCli, FitsReplayedCellsOfTheSameKernelsWithTheRun) {
   EXPECT_TRUE(contains(r.output, "with 48 replayed ring cells")) << r.output;
   EXPECT_TRUE(contains(r.output, "64x64x128 forward: 24 replayed ring cells of 3 replays, grid weight")) << r.output;
   EXPECT_TRUE(contains(read_file(dir_ / "out" / "calibration-refit-gpu-kernels.csv"), ",replay:r1,")) << "cells recorded";
+  // That CSV refits again as it is, its cells (written before the longest key list was counted)
+  // with them.
+  r = run_cli("--out " + path("out2") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " +
+                  path("out/calibration-refit-gpu-kernels.csv"),
+              120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "64x64x128 forward: 24 replayed ring cells of 3 replays, grid weight")) << r.output;
   // --backward-cells: that replay's backward cells alone.
   r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
                   " --cells " + path("r0/cells.csv") + " " + path("r1/cells.csv") + " --backward-cells " +

@@ -179,17 +179,24 @@ TEST(GpuConfig, ThePerKeyBlockCostIsOptionalAndZeroWhenAbsent) {
   EXPECT_DOUBLE_EQ(parse_gpu(written, "w.yaml").calibration->shapes[0].forward.per_key_block_us, 0.0125);
   expect_input_error([&] { parse_gpu(test::with_value(with_term, "per_key_block_us", "-0.5"), "g.yaml"); },
                      {"per_key_block_us", "-0.5"});
-  // The critical-path term alike.
+  // The critical-path term alike, in the backward; the forward has no such cost.
   EXPECT_EQ(plain.calibration->shapes[0].backward.per_critical_entry_us, 0.0);
-  const std::string with_critical =
-      kUncalibrated + test::with_value(kCalibration, "per_vertical_chunk_us", "0.07\n        per_critical_entry_us: 2.5");
+  const std::string backward_chunk = "        per_vertical_chunk_us: 0.07\n";  // the first shape's backward
+  std::string with_critical = kUncalibrated + kCalibration;
+  with_critical.insert(with_critical.find(backward_chunk) + backward_chunk.size(), "        per_critical_entry_us: 2.5\n");
   const GpuConfig critical = parse_gpu(with_critical, "g.yaml");
-  EXPECT_DOUBLE_EQ(critical.calibration->shapes[0].forward.per_critical_entry_us, 2.5);
+  EXPECT_DOUBLE_EQ(critical.calibration->shapes[0].backward.per_critical_entry_us, 2.5);
+  EXPECT_EQ(critical.calibration->shapes[0].forward.per_critical_entry_us, 0.0);
   const std::string critical_written = write_gpu_yaml(critical);
   EXPECT_NE(critical_written.find("per_critical_entry_us: 2.5"), std::string::npos) << critical_written;
+  EXPECT_DOUBLE_EQ(parse_gpu(critical_written, "w.yaml").calibration->shapes[0].backward.per_critical_entry_us, 2.5);
   EXPECT_EQ(write_gpu_yaml(gpu).find("per_critical_entry_us"), std::string::npos) << "a zero term is not written";
   expect_input_error([&] { parse_gpu(test::with_value(with_critical, "per_critical_entry_us", "-1"), "g.yaml"); },
                      {"per_critical_entry_us", "-1"});
+  const std::string in_forward =
+      kUncalibrated + test::with_value(kCalibration, "per_vertical_chunk_us", "0.03\n        per_critical_entry_us: 2.5");
+  expect_input_error([&] { parse_gpu(in_forward, "g.yaml"); },
+                     {"gpu.calibration.shapes[0].forward", "per_critical_entry_us", "backward's"});
 }
 
 TEST(GpuConfig, ParsesPublishedCalibration) {
@@ -331,6 +338,7 @@ GpuConfig random_gpu(std::mt19937_64& rng) {
       CalibratedShape s;
       s.shape = all[k];
       s.forward = random_coefficients(rng);
+      s.forward.per_critical_entry_us = 0.0;  // the backward's term
       s.backward = random_coefficients(rng);
       if (!cal.published()) {
         const double median = unit(rng) * 0.1;

@@ -165,6 +165,10 @@ TEST(CostModelTest, TheHeaviestKeySegmentCostsItsEntriesBeyondThePerSmShare) {
   EXPECT_EQ(kernel_time_ns(c, work, launch), 50000 + 40000);
   work.longest_key_list = 3;
   EXPECT_EQ(kernel_time_ns(c, work, launch), 50000 + 40000);
+  work.longest_key_list = 70;
+  c.sm_count = 0;  // no SMs to share the tiles over: no critical path charged
+  EXPECT_EQ(kernel_time_ns(c, work, launch), 50000 + 40000);
+  c.sm_count = 100;
   // The model takes the GPU's SMs; extrapolated, the cost scales with the tile's FLOPs (from
   // 64x64x128 to 128x128x128: x4); a GPU without an SM count cannot charge it.
   GpuConfig gpu = calibrated_gpu();

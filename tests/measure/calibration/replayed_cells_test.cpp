@@ -103,7 +103,7 @@ TEST(ReplayedCells, RefusesWhatCannotEnterAFit) {
   const std::string again = R"({"format": "sparsering-validation", "mode": "replay", "plan": "c99-test",
       "calibration": {"this_kernel_build": "x"}, "provenance": {"predicted_again": {"commit": "abc"}}})";
   expect_input_error([&] { parse_replayed_cells(csv, again, "r/cells.csv", "x"); },
-                     {"predicted again", "--measured", "does not name the kernels measured"});
+                     {"predicted again", "--measured", "does not name the kernel build it measured"});
   const std::string again_named = R"({"format": "sparsering-validation", "mode": "replay", "plan": "c99-test",
       "calibration": {"this_kernel_build": "new"},
       "provenance": {"predicted_again": {"commit": "abc", "measured_kernel_build": "old"}}})";

@@ -311,5 +311,21 @@ TEST(ValidationOutputs, AStaleCalibrationMakesTheComparisonNotMeaningful) {
   EXPECT_EQ(validation_to_json(current, nlohmann::json::object())["comparison_meaningful"], true);
 }
 
+TEST(ValidationJson, TheKernelBuildAValidationMeasured) {
+  // A replay's own file: the build that ran it. Predicted again: the build its predicted_again
+  // block names as measured, whatever build predicted it; none when that block names none.
+  const auto doc = [](const std::string& text) { return nlohmann::json::parse(text); };
+  EXPECT_EQ(measured_kernel_build(doc(R"({"calibration": {"this_kernel_build": "sha256:aa"}})")), "sha256:aa");
+  EXPECT_EQ(measured_kernel_build(doc(R"({"calibration": {"this_kernel_build": "sha256:new"},
+      "provenance": {"commit": "c1", "predicted_again": {"commit": "c2", "measured_kernel_build": "sha256:old"}}})")),
+            "sha256:old");
+  EXPECT_EQ(measured_kernel_build(doc(R"({"calibration": {"this_kernel_build": "sha256:new"},
+      "provenance": {"predicted_again": {"commit": "c2"}}})")),
+            std::nullopt);
+  EXPECT_EQ(measured_kernel_build(doc(R"({"provenance": {"commit": "c1"}})")), std::nullopt);
+  EXPECT_EQ(measured_kernel_build(doc(R"({"calibration": {"this_kernel_build": 7}})")), std::nullopt);
+  EXPECT_EQ(measured_kernel_build(doc("[1, 2]")), std::nullopt);
+}
+
 }  // namespace
 }  // namespace sparsering

@@ -384,6 +384,13 @@ TEST(KernelCalibration, UnderFilledBackwardCellsEnterTheFitWithTheCriticalPathTe
   const DirectionFit without = fit_kernel_measurements(fitted, FitOptions{.folds = 4})[0].backward;
   EXPECT_EQ(without.fit.coefficients.per_critical_entry_us, 0.0);
   EXPECT_EQ(without.under.samples, cells) << "no critical-path term: under-filled cells stay out";
+  // Replays without critical entries leave the term nothing to describe: their under-filled cells
+  // stay out.
+  std::vector<KernelMeasurement> balanced = kernels;
+  for (KernelMeasurement& k : balanced) {
+    if (is_replayed_cell(k)) k.longest_key_list = 1;
+  }
+  EXPECT_EQ(fit_kernel_measurements(balanced, FitOptions{.folds = 4, .sm_count = 132})[0].backward.under.samples, cells);
   // One replay is not enough to choose the grid's weight on held-out cells: they stay out too.
   std::vector<KernelMeasurement> one_replay;
   for (const KernelMeasurement& k : kernels) {

@@ -54,9 +54,8 @@ bool has_every_count(const KernelMeasurement& k) { return has_backward_units(k) 
 }  // namespace
 
 double critical_entries(const KernelMeasurement& m, int64_t sm_count) {
-  if (m.direction != "backward" || m.longest_key_list < 0 || sm_count < 1) return 0.0;
-  return std::max(0.0, static_cast<double>(m.longest_key_list) -
-                           static_cast<double>(m.tiles) / static_cast<double>(sm_count));
+  if (m.direction != "backward" || m.longest_key_list < 0) return 0.0;
+  return critical_entries(m.longest_key_list, m.tiles, sm_count);  // sim/cost/kernel_cost.hpp
 }
 
 KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction, int64_t sm_count) {

@@ -74,8 +74,8 @@ struct FitOptions {
 };
 
 /// Entries by which a backward launch's heaviest key-block segment exceeds the per-SM share of its
-/// tiles, max(0, longest_key_list - tiles / sm_count) (kernel_fit.hpp KernelSample); 0 for a
-/// forward, a launch without a recorded longest segment, or sm_count < 1.
+/// tiles, as the simulator counts them (sim/cost/kernel_cost.hpp critical_entries; kernel_fit.hpp
+/// KernelSample); 0 for a forward, a launch without a recorded longest segment, or sm_count < 1.
 double critical_entries(const KernelMeasurement& m, int64_t sm_count);
 
 /// The relative weights of the benchmark grid against replayed ring cells that a fit with replays

@@ -117,6 +117,16 @@ AttentionCostModel make_attention_cost_model(const GpuConfig& gpu, int64_t block
 /// the backward's units) on a launch of shape `launch` with `c` (rounded once). 0 if no work.
 SimNs kernel_time_ns(const KernelCoefficients& c, const WorkCounts& work, const LaunchGeometry& launch);
 
+/// Entries of a backward launch's longest key list beyond the per-SM share of its tiles,
+/// max(0, longest_key_list - tiles / sm_count); 0 for sm_count < 1. The critical-path term's count,
+/// one formula for the simulator's timer and the calibration's fit.
+inline double critical_entries(int64_t longest_key_list, int64_t tiles, int64_t sm_count) {
+  if (sm_count < 1) return 0.0;
+  const double excess =
+      static_cast<double>(longest_key_list) - static_cast<double>(tiles) / static_cast<double>(sm_count);
+  return excess > 0.0 ? excess : 0.0;
+}
+
 /// kernel_time_ns with the coefficients and the launch fixed, for loops over the cells of a ring:
 /// the launch's terms are converted once and the sum is inline. The same arithmetic in the same
 /// order, so the same nanoseconds as kernel_time_ns.
@@ -124,10 +134,7 @@ class KernelTimer {
  public:
   /// Throws InputError for an invalid launch (LaunchGeometry::key_blocks).
   KernelTimer(const KernelCoefficients& c, const LaunchGeometry& launch)
-      : c_(c),
-        heads_(static_cast<double>(launch.heads)),
-        key_blocks_(static_cast<double>(launch.key_blocks())),
-        per_sm_(c.sm_count >= 1 ? 1.0 / static_cast<double>(c.sm_count) : 0.0) {}
+      : c_(c), heads_(static_cast<double>(launch.heads)), key_blocks_(static_cast<double>(launch.key_blocks())) {}
 
   SimNs operator()(const WorkCounts& work) const {
     if (work.tiles == 0 && work.column_chunks == 0) return 0;
@@ -141,19 +148,16 @@ class KernelTimer {
                       c_.per_critical_entry_us * critical_entries(work));
   }
 
-  /// Entries of the longest key list beyond the per-SM share of the tiles (0 without sm_count).
+  /// The launch's critical entries (sparsering::critical_entries; 0 when the term costs nothing).
   double critical_entries(const WorkCounts& work) const {
-    if (c_.per_critical_entry_us == 0.0 || per_sm_ == 0.0) return 0.0;
-    const double excess =
-        static_cast<double>(work.longest_key_list) - static_cast<double>(work.tiles) * per_sm_;
-    return excess > 0.0 ? excess : 0.0;
+    if (c_.per_critical_entry_us == 0.0) return 0.0;
+    return sparsering::critical_entries(work.longest_key_list, work.tiles, c_.sm_count);
   }
 
  private:
   KernelCoefficients c_;
   double heads_;
   double key_blocks_;
-  double per_sm_;
 };
 
 /// The same for `heads` heads without the launch's K/V geometry: the per-key-block term is left

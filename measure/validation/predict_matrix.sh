@@ -29,12 +29,7 @@ MATRIX=${MATRIX:-docs/validation/matrix}
 PLANS=${PLANS:-configs/plans/validation/matrix}
 PRIOR=${PRIOR:-}
 TRACES=${TRACES:-$OUT/traces}
-prior_arg=()
-prior_tag=""
-if [ -n "$PRIOR" ]; then
-  prior_arg=(--prior "$PRIOR")
-  prior_tag="-prior-$(basename "$PRIOR" .yaml)"
-fi
+source measure/device/replay_plan.sh  # plan_trace and plan_copy: the replays' traces and plan copies
 mkdir -p "$OUT" "$TRACES"
 for kind in $KINDS; do
   cluster=configs/clusters/${kind%-sxm}-16x8-ndr.yaml
@@ -48,17 +43,10 @@ for kind in $KINDS; do
     [[ "$name" =~ $CASES ]] || continue
     recorded=${RECORDED:-$MATRIX/$kind}/$name/validation.json
     [ -f "$recorded" ] || { echo "$kind $name: no recorded replay, skipped" >&2; continue; }
-    model=$(sed -n 's|^model: .*/models/\(.*\)\.yaml|\1|p' "$plan")
-    tokens=$(awk '/^seq_len_tokens:/ {print $2}' "$plan")
     trace_arg=()
-    if grep -q "enabled: true" "$plan"; then
-      trace=$TRACES/$model-$tokens$prior_tag.safetensors
-      [ -f "$trace" ] || "$BIN" trace synth --model "configs/models/$model.yaml" ${prior_arg[@]+"${prior_arg[@]}"} \
-        --seq-len "$tokens" --samples 1 --seed 1 --threads 0 --out "$trace" > /dev/null
-      trace_arg=(--trace "$trace")
-    fi
-    sed -e "s|^model: .*|model: $PWD/configs/models/$model.yaml|" -e "s|^cluster: .*|cluster: $OUT/$kind/.plans/cluster.yaml|" \
-      "$plan" > "$OUT/$kind/.plans/$name.yaml"
+    trace=$(plan_trace "$BIN" "$plan" "$TRACES" "$PRIOR" /dev/stderr)
+    [ -n "$trace" ] && trace_arg=(--trace "$trace")
+    plan_copy "$plan" "$OUT/$kind/.plans/cluster.yaml" "$OUT/$kind/.plans/$name.yaml"
     ranks=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ranks'])" "$recorded")
     "$BIN" validate "$OUT/$kind/.plans/$name.yaml" "${trace_arg[@]}" --replay --ranks "$ranks" --layer "$LAYER" \
       --measured "$recorded" --out "$OUT/$kind/$name" --force > "$OUT/$kind/.plans/$name.log" 2>&1 ||

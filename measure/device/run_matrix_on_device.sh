@@ -97,24 +97,36 @@ TRACES=$PWD/$BUILD/validation-traces
 mkdir -p "$TRACES"
 if [ -n "$TRACE_PRIOR" ] && [ ! -f "$TRACE_PRIOR" ]; then stamp "TRACE_PRIOR $TRACE_PRIOR does not exist"; exit 2; fi
 source measure/device/replay_plan.sh
+# The GPU's SM clock, power and clock-event reasons every 100 ms while the cases run, and each
+# case's start and end: the power cap lowers the clock under dense work (docs/VALIDATION.md,
+# "The power cap"); measure/device/gpu_clock_summary.py summarizes them per case.
+CLOCKS=$WORK/logs/gpu-clocks.csv
+CASE_TIMES=$WORK/logs/case-times.tsv
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+  --format=csv,noheader,nounits -lms 100 >> "$CLOCKS" 2>/dev/null &
+sampler=$!
 for plan in "$PLANS"/*.yaml; do
   name=$(basename "$plan" .yaml)
   [[ "$name" =~ $CASES ]] || continue
   result=$RESULTS/$name
   if [ -f "$result/validation.json" ]; then stamp "$name: done earlier"; continue; fi
   if [ "$(left)" -lt "$CASE_BUDGET_S" ]; then stamp "$name: not started ($(left) s left)"; continue; fi
-  t0=$(date +%s)
+  t0=$(date +%s.%N)
   : > "$WORK/logs/$name.log"
   if replay_plan "$BIN" "$plan" "$WORK/cluster.yaml" "$TRACES" "$TRACE_PRIOR" "$LAYER" "$ITERATIONS" "$CASE_BUDGET_S" \
        "$result" "$WORK/logs/$name.log" "$WORK/plans"; then
-    stamp "$name: ok ($(( $(date +%s) - t0 )) s)"
+    stamp "$name: ok ($(( $(date +%s) - ${t0%.*} )) s)"
   else
-    stamp "$name: FAILED ($(( $(date +%s) - t0 )) s): $(tail -2 "$WORK/logs/$name.log" | tr '\n' ' ')"
+    stamp "$name: FAILED ($(( $(date +%s) - ${t0%.*} )) s): $(tail -2 "$WORK/logs/$name.log" | tr '\n' ' ')"
   fi
+  printf '%s\t%s\t%s\n' "$name" "$t0" "$(date +%s.%N)" >> "$CASE_TIMES"
 done
+kill "$sampler" 2> /dev/null
+[ -f "$CASE_TIMES" ] && /usr/bin/python3 measure/device/gpu_clock_summary.py "$CLOCKS" "$CASE_TIMES" > "$WORK/logs/gpu-clocks.txt"
 
 # 5. Results and the table.
 tar -czf "$OUT/$SET-$KIND.tgz" -C "$RESULTS/.." "$KIND" -C "$WORK" calibrated-gpu.yaml logs \
   $( [ -d "$WORK/calibration-raw" ] && echo calibration-raw)
 stamp "packed $(ls "$RESULTS" | wc -l) results into $SET-$KIND.tgz"
+[ -f "$WORK/logs/gpu-clocks.txt" ] && tail -1 "$WORK/logs/gpu-clocks.txt"
 /usr/bin/python3 measure/validation/validation_matrix_table.py "$RESULTS/.." | tail -12

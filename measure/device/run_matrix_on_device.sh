@@ -13,8 +13,11 @@
 #   4. replay each case (results kept in $BUILD/matrix/<kind>/results/<case>/ so that a second call
 #      on a warm machine resumes where the first stopped); stops starting cases when fewer than
 #      CASE_BUDGET_S seconds are left of BUDGET_S;
+#      While the cases run, nvidia-smi samples the SM clock, power and clock-event reasons every
+#      100 ms (logs/gpu-clocks.csv, the cases' times in logs/case-times.tsv, a summary per case in
+#      logs/gpu-clocks.txt by measure/device/gpu_clock_summary.py);
 #   5. packs the results into $OUT/matrix-<kind>.tgz (validation.json per case, the calibrated
-#      GPU config, the calibration's raw data, logs) and prints the table
+#      GPU config, the calibration's raw data, logs) and prints the clocks of all cases and the table
 #      (measure/validation/validation_matrix_table.py) last.
 #   BUDGET_S=560      seconds for this call
 #   CASE_BUDGET_S=45  seconds a case may take (also its timeout)

@@ -76,6 +76,12 @@ MeasuredLayer read_recorded_measurement(const std::string& path, nlohmann::json&
     measured.column_chunks = document.at("measured_work").at("column_chunks").get<int64_t>();
     measured.forward.compute_us = document.at("forward").at("measured_compute_us").get<std::vector<double>>();
     measured.backward.compute_us = document.at("backward").at("measured_compute_us").get<std::vector<double>>();
+    for (auto [name, pass] : {std::pair{"forward", &measured.forward}, std::pair{"backward", &measured.backward}}) {
+      const nlohmann::json& recorded = document.at(name);
+      if (recorded.contains("measured_sm_clock_mhz")) {  // absent before the clock was probed
+        pass->sm_clock_mhz = recorded.at("measured_sm_clock_mhz").get<std::vector<double>>();
+      }
+    }
   } catch (const nlohmann::json::exception& error) {
     throw InputError(str("--measured ", path, ": ", error.what()));
   }

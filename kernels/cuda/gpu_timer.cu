@@ -54,6 +54,7 @@ GpuTiming GpuTimer::time(const std::function<void()>& launch, int32_t warmup, in
   require(warmup >= 0 && repeats >= 1, "kernel timing needs warmup >= 0 and repeats >= 1, got ", warmup, " and ",
           repeats);
   while (events_.size() < 2 * static_cast<size_t>(repeats)) events_.emplace_back();
+  if (probes_.size() < static_cast<size_t>(repeats)) probes_ = DeviceBuffer<SmClockSample>(static_cast<size_t>(repeats));
   for (int32_t k = 0; k < warmup; ++k) launch();
   for (int32_t k = 0; k < repeats; ++k) {
     if (policy_ == L2Policy::flush_l2_before) {
@@ -63,6 +64,7 @@ GpuTiming GpuTimer::time(const std::function<void()>& launch, int32_t warmup, in
     SPARSERING_CUDA_CHECK(cudaEventRecord(events_[2 * static_cast<size_t>(k)].get(), stream_));
     launch();
     SPARSERING_CUDA_CHECK(cudaEventRecord(events_[2 * static_cast<size_t>(k) + 1].get(), stream_));
+    launch_sm_clock_probe(probes_.data() + k, kSmClockProbeNs, stream_);
   }
   SPARSERING_CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::vector<double> times;
@@ -70,9 +72,16 @@ GpuTiming GpuTimer::time(const std::function<void()>& launch, int32_t warmup, in
   for (size_t k = 0; k < static_cast<size_t>(repeats); ++k) {
     times.push_back(static_cast<double>(elapsed_ms(events_[2 * k].get(), events_[2 * k + 1].get())) * 1e3);
   }
-  std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  return {n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]), times.front(), times.back()};
+  const std::vector<SmClockSample> samples = probes_.download();
+  std::vector<double> clocks;
+  for (size_t k = 0; k < static_cast<size_t>(repeats); ++k) clocks.push_back(sm_clock_mhz(samples[k]));
+  const auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  const double median_us = median(times);
+  return {median_us, times.front(), times.back(), median(clocks)};
 }
 
 }  // namespace sparsering

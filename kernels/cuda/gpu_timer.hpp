@@ -4,6 +4,9 @@
 // fitted on and the kernel times it is validated against are measured the same way. Also the
 // RAII CUDA event both use, and the NCCL ring runtime's per-step event timing reuses (which records
 // events on several streams around whole ring steps, so it times steps, not single launches).
+// Every timed launch is followed by an SM clock probe (sm_clock_probe.hpp), so each time comes
+// with the clock it was measured at: under a power cap the same launch runs slower when the GPU
+// has been busy.
 // Exercised on GPUs by `sparsering calibrate` and `sparsering validate --replay`
 // (measure/device/run_calibrate_on_device.sh, measure/device/run_validation_on_device.sh); no unit test.
 //
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/sm_clock_probe.hpp"
 
 namespace sparsering {
 
@@ -56,11 +60,13 @@ enum class L2Policy : int32_t {
 /// The policy of every kernel timing that feeds or checks the cost model (file comment: why).
 inline constexpr L2Policy kKernelTimingL2 = L2Policy::flush_l2_before;
 
-/// Times of the timed repeats of one launch, microseconds.
+/// Times of the timed repeats of one launch, microseconds, and the SM clock they ran at.
 struct GpuTiming {
   double median_us = 0.0;
   double min_us = 0.0;
   double max_us = 0.0;
+  /// Median over the repeats of the SM clock measured right after each (sm_clock_probe.hpp), MHz.
+  double sm_clock_mhz = 0.0;
 };
 
 /// Times launches queued on one stream of the current device.
@@ -71,8 +77,9 @@ class GpuTimer {
   GpuTimer(L2Policy policy, cudaStream_t stream);
 
   /// Queues `launch` `warmup` times untimed, then `repeats` times, each between two events on
-  /// the stream (preceded by the L2 flush under flush_l2_before, outside the events); waits for
-  /// the stream and returns the median, min and max of the repeats. `launch` must queue its work
+  /// the stream (preceded by the L2 flush under flush_l2_before and followed by an SM clock probe,
+  /// both outside the events); waits for the stream and returns the median, min and max of the
+  /// repeats and the median clock of their probes. `launch` must queue its work
   /// on the timer's stream. Throws InputError unless warmup >= 0 and repeats >= 1, CudaError on a
   /// CUDA failure.
   GpuTiming time(const std::function<void()>& launch, int32_t warmup, int32_t repeats);
@@ -84,6 +91,7 @@ class GpuTimer {
   cudaStream_t stream_;
   DeviceBuffer<uint8_t> flush_;    ///< flush_l2_before: overwritten before each timed launch
   std::vector<CudaEvent> events_;  ///< 2 per repeat (start, stop), grown on demand
+  DeviceBuffer<SmClockSample> probes_;  ///< 1 per repeat, grown on demand
   uint32_t flushes_ = 0;           ///< varies the flush byte so no write is ever a no-op
 };
 

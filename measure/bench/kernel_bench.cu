@@ -229,6 +229,7 @@ std::vector<KernelMeasurement> run_kernel_benchmarks(const std::vector<KernelBen
       m.median_us = timing.median_us;
       m.min_us = timing.min_us;
       m.max_us = timing.max_us;
+      m.sm_clock_mhz = timing.sm_clock_mhz;
       m.key_pass_us = m.direction == "backward" ? key_pass_us : -1.0;
       results.push_back(m);
     }

@@ -122,7 +122,7 @@ std::string calibration_json(const CalibrationRun& run) {
                        {"repeats", k.repeats},       {"median_us", k.median_us},
                        {"min_us", k.min_us},         {"max_us", k.max_us},
                        {"under_filled", k.under_filled}, {"predicted_us", k.predicted_us},
-                       {"key_pass_us", k.key_pass_us}});
+                       {"key_pass_us", k.key_pass_us}, {"sm_clock_mhz", k.sm_clock_mhz}});
   }
   doc["kernels"] = kernels;
   nlohmann::json hops = nlohmann::json::array();
@@ -155,14 +155,15 @@ std::string kernel_measurements_csv(const std::vector<KernelMeasurement>& kernel
   out.precision(10);
   out << "direction,q_heads,kv_heads,local_tokens,block_q,block_k,head_dim,tiles_per_list,chunks_per_list,lists,tiles,"
          "column_chunks,repeats,median_us,min_us,max_us,under_filled,predicted_us,placement,columns_per_list,key_lists,"
-         "column_lists,column_items,columns,key_block_stride,key_pass_us,longest_key_list\n";
+         "column_lists,column_items,columns,key_block_stride,key_pass_us,longest_key_list,sm_clock_mhz\n";
   for (const KernelMeasurement& k : kernels) {
     out << k.direction << ',' << k.q_heads << ',' << k.kv_heads << ',' << k.local_tokens << ',' << k.block_q << ','
         << k.block_k << ',' << k.head_dim << ',' << k.tiles_per_list << ',' << k.chunks_per_list << ',' << k.lists << ','
         << k.tiles << ',' << k.column_chunks << ',' << k.repeats << ',' << k.median_us << ',' << k.min_us << ','
         << k.max_us << ',' << (k.under_filled ? 1 : 0) << ',' << k.predicted_us << ',' << k.placement << ','
         << k.columns_per_list << ',' << k.key_lists << ',' << k.column_lists << ',' << k.column_items << ',' << k.columns
-        << ',' << k.key_block_stride << ',' << k.key_pass_us << ',' << k.longest_key_list << '\n';
+        << ',' << k.key_block_stride << ',' << k.key_pass_us << ',' << k.longest_key_list << ',' << k.sm_clock_mhz
+        << '\n';
   }
   return out.str();
 }

@@ -42,6 +42,9 @@ struct KernelMeasurement {
   /// kernel, measure/bench/kernel_bench.cu), where the Hopper backward lets it run alone; the
   /// column pass is the rest. -1 when not measured (older records, the mma.sync backward).
   double key_pass_us = -1.0;
+  /// The SM clock the timed repeats ran at (median of the probes after each, MHz;
+  /// kernels/cuda/sm_clock_probe.hpp); 0 when not measured (older records, replayed cells).
+  double sm_clock_mhz = 0.0;
   double predicted_us = 0.0;    ///< the fitted model of its shape and direction, filled after the fit
 };
 

@@ -409,6 +409,10 @@ std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& 
     m.columns = optional_integer("columns");
     m.longest_key_list = optional_integer("longest_key_list");
     if (rows.has("key_pass_us") && rows.cell("key_pass_us") != "-1") m.key_pass_us = rows.number("key_pass_us");
+    if (rows.has("sm_clock_mhz")) {  // absent before the clock was probed: 0 = not measured
+      m.sm_clock_mhz = rows.number("sm_clock_mhz");
+      require(m.sm_clock_mhz >= 0.0, rows.where(), ": column sm_clock_mhz must be >= 0, got ", m.sm_clock_mhz);
+    }
     result.push_back(m);
   }
   return result;

@@ -79,6 +79,10 @@ std::vector<KernelMeasurement> parse_replayed_cells(const std::string& cells_csv
     const double measured = rows.number("measured_us");
     require(measured > 0.0, rows.where(), ": a cell with work needs a measured_us > 0, got ", measured);
     m.median_us = m.min_us = m.max_us = measured;
+    if (rows.has("measured_sm_clock_mhz") && !rows.cell("measured_sm_clock_mhz").empty()) {  // absent: not probed
+      m.sm_clock_mhz = rows.number("measured_sm_clock_mhz");
+      require(m.sm_clock_mhz >= 0.0, rows.where(), ": column measured_sm_clock_mhz must be >= 0, got ", m.sm_clock_mhz);
+    }
     out.push_back(m);
   }
   return out;

@@ -143,6 +143,13 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
   const size_t cells = static_cast<size_t>(w) * static_cast<size_t>(w);
   measured.forward.compute_us.assign(cells, 0.0);
   measured.backward.compute_us.assign(cells, 0.0);
+  measured.forward.sm_clock_mhz.assign(cells, 0.0);
+  measured.backward.sm_clock_mhz.assign(cells, 0.0);
+  const auto record = [&](MeasuredPass& pass, int32_t p, int32_t t, const GpuTiming& timing) {
+    const size_t k = static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t);
+    pass.compute_us[k] = timing.median_us;
+    pass.sm_clock_mhz[k] = timing.sm_clock_mhz;
+  };
 
   for (int32_t p = 0; p < w; ++p) {
     fill_f32(out, 0.0f, stream.get());
@@ -172,9 +179,8 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
       params.v = v.data();
       params.out = out.data();
       params.lse = lse.data();
-      measured.forward.compute_us[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)] =
-          timer.time([&] { launch_sparse_attn_fwd(params, stream.get()); }, options.warmup, options.iterations)
-              .median_us;
+      record(measured.forward, p, t,
+             timer.time([&] { launch_sparse_attn_fwd(params, stream.get()); }, options.warmup, options.iterations));
     }
     AttnBwdDeltaParams delta_params;
     delta_params.shape = shape;
@@ -199,9 +205,8 @@ MeasuredLayer measure_replay(const ValidationProblem& problem, const ReplayOptio
       params.dq = dq.data();
       params.dk = dk.data();
       params.dv = dv.data();
-      measured.backward.compute_us[static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t)] =
-          timer.time([&] { launch_sparse_attn_bwd(params, stream.get()); }, options.warmup, options.iterations)
-              .median_us;
+      record(measured.backward, p, t,
+             timer.time([&] { launch_sparse_attn_bwd(params, stream.get()); }, options.warmup, options.iterations));
     }
     stream.synchronize();
   }

@@ -16,6 +16,9 @@ namespace sparsering {
 /// microseconds; optional vectors are empty when not measured.
 struct MeasuredPass {
   std::vector<double> compute_us;        ///< kernel time of position p at step t (median over iterations)
+  /// optional (replays): the SM clock its timed launches ran at, MHz (median of the probes after
+  /// each, kernels/cuda/sm_clock_probe.hpp); 0 for a cell that launched nothing
+  std::vector<double> sm_clock_mhz;
   std::vector<double> compute_start_us;  ///< optional: kernel start, from the pass start
   std::vector<double> step_us;           ///< optional: end of compute(p, t) - end of compute(p, t-1) (t = 0: from the start)
   std::vector<double> comm_us;           ///< optional: transfer that delivered step t's chunk (0 at t = 0)

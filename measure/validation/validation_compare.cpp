@@ -85,6 +85,9 @@ PassComparison compare_pass(const RingSchedule& schedule, const RingPassResult& 
   out.predicted_compute_us.reserve(cells);
   for (SimNs ns : pass.compute_ns) out.predicted_compute_us.push_back(ns_to_us(ns));
   out.measured_compute_us = measured.compute_us;
+  require(measured.sm_clock_mhz.empty() || measured.sm_clock_mhz.size() == cells, "the measurement has ",
+          measured.sm_clock_mhz.size(), " clock cells, a ring of ", w, " needs ", cells);
+  out.measured_sm_clock_mhz = measured.sm_clock_mhz;
   require(pass.cell_work.empty() || pass.cell_work.size() == cells, "the simulation kept ", pass.cell_work.size(),
           " cell work counts for a ring of ", w);
   out.cell_work = pass.cell_work;

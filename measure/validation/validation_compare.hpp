@@ -48,6 +48,7 @@ struct PassComparison {
   bool backward = false;
   std::vector<double> predicted_compute_us;  ///< [p x W + t]
   std::vector<double> measured_compute_us;   ///< [p x W + t]
+  std::vector<double> measured_sm_clock_mhz; ///< [p x W + t], the clock each cell ran at (replays; empty if not measured)
   std::vector<WorkCounts> cell_work;         ///< [p x W + t]: the work the prediction costed (empty if not kept)
   ErrorSummary compute_error;                ///< cell by cell
   std::vector<double> predicted_step_us;     ///< per step: slowest position's step time

@@ -37,6 +37,7 @@ json pass_json(const PassComparison& pass) {
            {"predicted_comm_us", pass.predicted_comm_us},
            {"measured_comm_us", pass.measured_comm_us},
            {"step_overlap_ratio", pass.step_overlap_ratio}};
+  if (!pass.measured_sm_clock_mhz.empty()) out["measured_sm_clock_mhz"] = pass.measured_sm_clock_mhz;
   return out;
 }
 
@@ -158,7 +159,7 @@ std::string validation_cells_csv(const ValidationReport& report) {
   out.precision(9);
   out << "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
          "columns,column_chunks,key_lists,column_lists,column_items,longest_key_list,key_blocks,measured_us,"
-         "predicted_us\n";
+         "predicted_us,measured_sm_clock_mhz\n";
   const LaunchGeometry& g = report.launch;
   for (const PassComparison* pass : {&report.forward, &report.backward}) {
     require(pass->cell_work.size() == w * w, "the ", pass->backward ? "backward" : "forward", " pass kept ",
@@ -172,7 +173,9 @@ std::string validation_cells_csv(const ValidationReport& report) {
             << ',' << c.lists << ',' << c.tiles
             << ',' << c.masked_tiles << ',' << c.columns << ',' << c.column_chunks << ',' << c.key_lists << ','
             << c.column_lists << ',' << c.column_items << ',' << c.longest_key_list << ',' << key_blocks << ','
-            << pass->measured_compute_us[k] << ',' << pass->predicted_compute_us[k] << '\n';
+            << pass->measured_compute_us[k] << ',' << pass->predicted_compute_us[k] << ',';
+        if (!pass->measured_sm_clock_mhz.empty()) out << pass->measured_sm_clock_mhz[k];  // empty: not measured
+        out << '\n';
       }
     }
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/table.hpp"
@@ -14,6 +15,16 @@ std::string percent(double error) { return str(error >= 0 ? "+" : "", fixed(100.
 
 std::string cell_or_dash(const std::vector<double>& values, size_t k, int digits) {
   return k < values.size() ? fixed(values[k], digits) : "-";
+}
+
+/// "median M MHz, lowest L MHz" over the cells that launched (clock > 0), "-" without a clock.
+std::string clock_summary(std::vector<double> clocks) {
+  std::erase_if(clocks, [](double mhz) { return !(mhz > 0.0); });
+  if (clocks.empty()) return "-";
+  std::sort(clocks.begin(), clocks.end());
+  const size_t n = clocks.size();
+  const double median = n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]);
+  return str("median ", fixed(median, 0), " MHz, lowest ", fixed(clocks.front(), 0), " MHz");
 }
 
 }  // namespace
@@ -41,6 +52,9 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
     summary.add_row({str("compute ", dir, " per (rank, step)"), str(pass->compute_error.count, " cells"),
                      str("median |err| ", fixed(100.0 * pass->compute_error.median_abs, 1), "%"),
                      str("worst ", percent(pass->compute_error.worst_signed))});
+    if (!pass->measured_sm_clock_mhz.empty()) {  // the GPU's power cap lowers it under heavy work
+      summary.add_row({str("SM clock ", dir, " (timed launches)"), "-", clock_summary(pass->measured_sm_clock_mhz), "-"});
+    }
   }
   summary.print(out);
 

@@ -102,7 +102,7 @@ TEST_F(CalibrateRefitCli, RefitsTheRecordedRunIntoItsConfig) {
   EXPECT_TRUE(contains(config, "commit: \"abc1234\"")) << "provenance kept: " << config;
   EXPECT_TRUE(fs::exists(dir_ / "out" / "calibration-refit-gpu.json"));
   const std::string csv = read_file(dir_ / "out" / "calibration-refit-gpu-kernels.csv");
-  EXPECT_TRUE(contains(csv, ",key_block_stride,key_pass_us,longest_key_list\n")) << csv.substr(0, 400);
+  EXPECT_TRUE(contains(csv, ",key_block_stride,key_pass_us,longest_key_list,sm_clock_mhz\n")) << csv.substr(0, 400);
   // The outputs exist now: a second refit without --force is refused before writing anything.
   const test::CliResult again =
       run_cli("--out " + path("out") + " calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv"), 120);

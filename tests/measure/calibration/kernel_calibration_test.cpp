@@ -78,6 +78,7 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   m.key_block_stride = 4;
   m.key_pass_us = 45.5;
   m.longest_key_list = 9;
+  m.sm_clock_mhz = 1845.5;
   const std::vector<KernelMeasurement> back = parse_kernel_measurements_csv(kernel_measurements_csv({m, m}), "t.csv");
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].columns_per_list, 40);
@@ -86,6 +87,7 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
   EXPECT_EQ(back[1].column_items, 13);
   EXPECT_EQ(back[1].columns, 14);
   EXPECT_EQ(back[1].longest_key_list, 9);
+  EXPECT_EQ(back[1].sm_clock_mhz, 1845.5);
   EXPECT_EQ(back[1].direction, "backward");
   EXPECT_EQ(back[1].tiles, m.tiles);
   EXPECT_EQ(back[1].median_us, 123.25);
@@ -100,10 +102,14 @@ TEST(KernelCalibration, CsvRoundTripAndErrors) {
     ASSERT_EQ(k.key_block_stride, 1);
     ASSERT_EQ(k.key_pass_us, -1.0);
     ASSERT_EQ(k.longest_key_list, -1) << "not recorded then";
+    ASSERT_EQ(k.sm_clock_mhz, 0.0) << "not probed then";
   }
   std::string zero_stride = kernel_measurements_csv({m});
-  zero_stride.replace(zero_stride.rfind(",4,45.5,9\n"), 10, ",0,45.5,9\n");
+  zero_stride.replace(zero_stride.rfind(",4,45.5,9,"), 10, ",0,45.5,9,");
   test::expect_input_error([&] { parse_kernel_measurements_csv(zero_stride, "e.csv"); }, {"e.csv:2", "key_block_stride", ">= 1"});
+  std::string negative_clock = kernel_measurements_csv({m});
+  negative_clock.replace(negative_clock.rfind(",1845.5\n"), 8, ",-1845.5\n");
+  test::expect_input_error([&] { parse_kernel_measurements_csv(negative_clock, "e.csv"); }, {"e.csv:2", "sm_clock_mhz", ">= 0"});
   test::expect_input_error([] { parse_kernel_measurements_csv("", "e.csv"); }, {"e.csv", "header"});
   test::expect_input_error([] { parse_kernel_measurements_csv("direction,q_heads\nforward,1\n", "e.csv"); },
                            {"e.csv", "no column \"kv_heads\""});

@@ -68,6 +68,15 @@ TEST(ReplayedCells, RowsWithWorkBecomeLaunchesOfTheReplaysPlacement) {
       parse_replayed_cells(with_longest, validation("sha256:ab"), "cells.csv", "sha256:ab");
   ASSERT_EQ(longest.size(), 2u);
   EXPECT_EQ(longest[1].longest_key_list, 37);
+  EXPECT_EQ(longest[1].sm_clock_mhz, 0.0) << "no clock column: not probed";
+  // With the clock of every cell (the last column; empty for a cell that launched nothing).
+  std::string with_clock = std::string(kHeader);
+  with_clock.insert(with_clock.find('\n'), ",measured_sm_clock_mhz");
+  with_clock += "forward,0,0,64,64,128,16,2,8192,2048,9000,128,300,40,0,30,40,256,812.5,800,1845.5\n"
+                "forward,0,1,64,64,128,16,2,8192,0,0,0,0,0,0,0,0,256,0,0,\n";
+  const std::vector<KernelMeasurement> clocked = parse_replayed_cells(with_clock, validation("sha256:ab"), "cells.csv", "sha256:ab");
+  ASSERT_EQ(clocked.size(), 1u);
+  EXPECT_EQ(clocked[0].sm_clock_mhz, 1845.5);
   KernelMeasurement grid;
   grid.placement = "banded";
   EXPECT_FALSE(is_replayed_cell(grid));

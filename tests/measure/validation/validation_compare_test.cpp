@@ -222,6 +222,46 @@ TEST(ValidationOutputs, JsonTimelineAndTableCarryTheFigures) {
   EXPECT_NE(table.str().find("target per-layer attention time"), std::string::npos);
 }
 
+TEST(ValidationOutputs, TheClockOfEveryCellTravelsToJsonCsvAndTable) {
+  // A replay records the SM clock each cell's timed launches ran at: JSON keeps the vector, cells.csv
+  // its last column, the table the median and the lowest over the cells that launched (0: none).
+  const LoadedPlan loaded = plan_32k("zigzag", 4, true);
+  const SimulationResult result = predict(loaded, &sample_trace());
+  const ValidationProblem problem = make_validation_problem(loaded, &sample_trace(), 2, 0);
+  MeasuredLayer measured = echo(result, 2, 1.0);
+  for (size_t k = 0; k < 16; ++k) {
+    measured.forward.sm_clock_mhz.push_back(k == 3 ? 0.0 : 1700.0 + 10.0 * static_cast<double>(k));
+    measured.backward.sm_clock_mhz.push_back(1980.0);
+  }
+  const ValidationReport report = compare_layer(problem, result, measured);
+  const nlohmann::json doc = validation_to_json(report, nlohmann::json{{"commit", "abc"}});
+  ASSERT_EQ(doc["forward"]["measured_sm_clock_mhz"].size(), 16U);
+  EXPECT_EQ(doc["forward"]["measured_sm_clock_mhz"][5].get<double>(), 1750.0);
+  std::istringstream csv(validation_cells_csv(report));
+  std::string line;
+  std::getline(csv, line);
+  for (int row = 0; row <= 5; ++row) std::getline(csv, line);  // forward, position 1, step 1: cell 5
+  EXPECT_EQ(line.substr(line.rfind(',') + 1), "1750") << line;
+  std::ostringstream table;
+  print_validation(table, report);
+  // Forward: the 15 clocks 1700..1850 but 1730 (cell 3 launched nothing): median 1780, lowest 1700.
+  EXPECT_NE(table.str().find("median 1780 MHz, lowest 1700 MHz"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("median 1980 MHz, lowest 1980 MHz"), std::string::npos) << table.str();
+  // Without clocks (an older record) neither JSON nor the table has them, and the CSV column is empty.
+  const ValidationReport bare = compare_layer(problem, result, echo(result, 2, 1.0));
+  EXPECT_FALSE(validation_to_json(bare, nlohmann::json::object())["forward"].contains("measured_sm_clock_mhz"));
+  std::ostringstream bare_table;
+  print_validation(bare_table, bare);
+  EXPECT_EQ(bare_table.str().find("SM clock"), std::string::npos);
+  std::istringstream bare_csv(validation_cells_csv(bare));
+  std::getline(bare_csv, line);
+  std::getline(bare_csv, line);
+  EXPECT_EQ(line.back(), ',') << line;
+  // A clock vector of the wrong size is refused.
+  measured.backward.sm_clock_mhz.pop_back();
+  EXPECT_THROW(compare_layer(problem, result, measured), InputError);
+}
+
 TEST(ValidationOutputs, CellsCsvRowsReproduceTheirPredictionFromTheirWork) {
   // Every row's predicted time is the cost model applied to the row's own work counts and key
   // blocks: the columns are exactly what the prediction rests on.
@@ -236,7 +276,7 @@ TEST(ValidationOutputs, CellsCsvRowsReproduceTheirPredictionFromTheirWork) {
   EXPECT_EQ(line,
             "direction,position,step,block_q,block_k,head_dim,heads,kv_heads,chunk_tokens,lists,tiles,masked_tiles,"
             "columns,column_chunks,key_lists,column_lists,column_items,longest_key_list,key_blocks,measured_us,"
-            "predicted_us");
+            "predicted_us,measured_sm_clock_mhz");
   int64_t rows = 0;
   int64_t backward_rows = 0;
   WorkCounts total;

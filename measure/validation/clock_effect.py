@@ -21,6 +21,8 @@ import pathlib
 import statistics
 import sys
 
+from page_text import print_or_check
+
 BANDS = [(0, 1700), (1700, 1800), (1800, 1900), (1900, 1950), (1950, 10000)]
 MIN_GROUP_US = 200.0
 
@@ -92,14 +94,7 @@ def main():
             print(error, file=sys.stderr)
             return 2
     text = "\n".join(out).rstrip() + "\n"
-    if args.check:
-        if text not in args.check.read_text():
-            print(f"{args.check} does not hold the clock effect of {args.root}; regenerate it with\n"
-                  f"  python3 {sys.argv[0]} {args.root}", file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return print_or_check(text, args.check, f"the clock effect of {args.root}", f"python3 {sys.argv[0]} {args.root}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+from page_text import print_or_check
+
 CLOCK_LINE = re.compile(r"^(\S+): SM clock median (\d+) MHz, lowest (\d+) MHz, power up to (\d+) W, "
                         r"power-capped (\d+)% of (\d+) samples")
 
@@ -98,15 +100,8 @@ def main():
         print(f"no case measured in both {args.first} and {args.second} (<kind>/<case>/validation.json)", file=sys.stderr)
         return 2
     text = "\n".join(out).rstrip() + "\n"
-    if args.check:
-        if text not in args.check.read_text():
-            print(f"{args.check} does not hold the comparison of {args.first} and {args.second}; regenerate it with\n"
-                  f"  python3 {sys.argv[0]} {args.first} {args.second}" + (f" --clocks {args.clocks}" if args.clocks else ""),
-                  file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    regenerate = f"python3 {sys.argv[0]} {args.first} {args.second}" + (f" --clocks {args.clocks}" if args.clocks else "")
+    return print_or_check(text, args.check, f"the comparison of {args.first} and {args.second}", regenerate)
 
 
 if __name__ == "__main__":

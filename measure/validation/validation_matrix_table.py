@@ -21,6 +21,8 @@ import pathlib
 import statistics
 import sys
 
+from page_text import print_or_check
+
 MODELS = {"3b": "Qwen2.5-3B", "7b": "Qwen2.5-7B", "8b": "Llama-3.1-8B"}
 
 
@@ -149,14 +151,7 @@ def main():
         print(f"no validation.json under {args.root}/<kind>/<case>/", file=sys.stderr)
         return 2
     text = "\n".join(out).rstrip() + "\n"
-    if args.check:
-        if text not in args.check.read_text():
-            print(f"{args.check} does not hold the table generated from {args.root}; regenerate it with\n"
-                  f"  python3 {sys.argv[0]} {args.root}", file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return print_or_check(text, args.check, f"the table generated from {args.root}", f"python3 {sys.argv[0]} {args.root}")
 
 
 if __name__ == "__main__":

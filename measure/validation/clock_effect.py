@@ -2,7 +2,7 @@
 """How much of a replayed matrix's kernel times the SM clock explains, from validation.json files
 alone (replays that probed the clock of every cell: `measured_sm_clock_mhz`).
 
-    clock_effect.py ROOT [--check DOC]
+    clock_effect.py ROOT [--grid KERNELS.csv] [--check DOC]
 
 ROOT holds <kind>/<case>/validation.json. Prints, per GPU kind:
   - the distribution of the cells' clocks (1st, 10th, 50th, 90th and 99th percentile);
@@ -12,8 +12,13 @@ ROOT holds <kind>/<case>/validation.json. Prints, per GPU kind:
     mean coefficient of variation of the measured time and of the measured cycles (time x clock):
     what is left of a group's spread once the clock is accounted for;
   - the cells by clock band: how many, and their median measured / predicted time.
-With --check DOC, exits 1 unless DOC holds the printed text verbatim. Exits 2 without clocks.
+With --grid, also the clocks a calibration's launches ran at (its kernels CSV with the
+`sm_clock_mhz` column, measure/calibration/calibration_output.cpp): per shape and direction, the
+median clock and that of the launches of 1 ms or more, the calibration's own counterpart of the
+replays' clocks. With --check DOC, exits 1 unless DOC holds the printed text verbatim. Exits 2
+without clocks.
 """
+import csv
 import argparse
 import collections
 import json
@@ -75,9 +80,31 @@ def kind_text(kind, docs):
     return lines
 
 
+def grid_text(path):
+    rows = list(csv.DictReader(path.open()))
+    if not rows or "sm_clock_mhz" not in rows[0]:
+        raise SystemExit(f"{path}: no sm_clock_mhz column (measured before the clock was probed)")
+    clocks = sorted(float(r["sm_clock_mhz"]) for r in rows)
+    lines = [f"{path.name}: {len(rows)} calibration launches; SM clock percentiles 1/10/50/90/99: "
+             + " / ".join(f"{percentile(clocks, q):.0f}" for q in (0.01, 0.10, 0.50, 0.90, 0.99)) + " MHz."]
+    shapes = sorted({(int(r["block_q"]), int(r["block_k"]), int(r["head_dim"])) for r in rows})
+    for shape in shapes:
+        for direction in ("forward", "backward"):
+            mine = [r for r in rows if r["direction"] == direction and
+                    (int(r["block_q"]), int(r["block_k"]), int(r["head_dim"])) == shape]
+            long = [float(r["sm_clock_mhz"]) for r in mine if float(r["median_us"]) >= 1000.0]
+            if mine:
+                lines.append(f"{path.name} {shape[0]}x{shape[1]}x{shape[2]} {direction}: median clock "
+                             f"{statistics.median(float(r['sm_clock_mhz']) for r in mine):.0f} MHz over {len(mine)} launches; "
+                             + (f"{len(long)} of 1 ms or more: median {statistics.median(long):.0f}, lowest {min(long):.0f} MHz."
+                                if long else "none of 1 ms or more."))
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=pathlib.Path)
+    parser.add_argument("--grid", type=pathlib.Path, help="a calibration's kernels CSV with clocks")
     parser.add_argument("--check", type=pathlib.Path, help="exit 1 unless this file holds the text verbatim")
     args = parser.parse_args()
     kinds = collections.defaultdict(list)
@@ -90,6 +117,15 @@ def main():
     for kind in sorted(kinds):
         try:
             out += kind_text(kind, kinds[kind]) + [""]
+        except SystemExit as error:
+            print(error, file=sys.stderr)
+            return 2
+    if args.grid:
+        if not args.grid.is_file():
+            print(f"--grid {args.grid}: no such file", file=sys.stderr)
+            return 2
+        try:
+            out += grid_text(args.grid) + [""]
         except SystemExit as error:
             print(error, file=sys.stderr)
             return 2

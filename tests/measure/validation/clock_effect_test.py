@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tests measure/validation/clock_effect.py on hand-made validation.json files: the clock
 percentiles, the spread of identical-work groups in time and in cycles, and the clock bands
-against hand-derived values; small or short groups left out; a replay without clocks refused
-(exit 2); --check."""
+against hand-derived values; small or short groups left out; a calibration's clocks (--grid) per
+shape and direction; a replay or a calibration without clocks refused (exit 2); --check."""
 import json
 import pathlib
 import subprocess
@@ -52,6 +52,20 @@ def main():
         assert run(tmp / "m", "--check", page).returncode == 0
         page.write_text(text.replace("9.13%", "9.12%"))
         assert run(tmp / "m", "--check", page).returncode == 1
+        # A calibration's launches: two forward 64x64x128 (one of 1 ms or more) and one backward.
+        grid = tmp / "kernels.csv"
+        grid.write_text("direction,block_q,block_k,head_dim,median_us,sm_clock_mhz\n"
+                        "forward,64,64,128,1500,1900\nforward,64,64,128,20,1980\nbackward,64,64,128,30,1950\n")
+        with_grid = run(tmp / "m", "--grid", grid)
+        assert with_grid.returncode == 0, with_grid.stderr
+        # Clocks 1900 1950 1980: 1st percentile 1900 + 0.02 x 50 = 1901, 10th 1910, median 1950,
+        # 90th 1950 + 0.8 x 30 = 1974, 99th 1979.4 -> 1979.
+        assert "kernels.csv: 3 calibration launches; SM clock percentiles 1/10/50/90/99: 1901 / 1910 / 1950 / 1974 / 1979 MHz." in with_grid.stdout, with_grid.stdout
+        assert "kernels.csv 64x64x128 forward: median clock 1940 MHz over 2 launches; 1 of 1 ms or more: median 1900, lowest 1900 MHz." in with_grid.stdout, with_grid.stdout
+        assert "kernels.csv 64x64x128 backward: median clock 1950 MHz over 1 launches; none of 1 ms or more." in with_grid.stdout, with_grid.stdout
+        grid.write_text("direction,block_q,block_k,head_dim,median_us\nforward,64,64,128,1500\n")
+        assert run(tmp / "m", "--grid", grid).returncode == 2
+        assert run(tmp / "m", "--grid", tmp / "none.csv").returncode == 2
         del fwd["measured_sm_clock_mhz"]
         (case / "validation.json").write_text(json.dumps({"forward": fwd, "backward": bwd}))
         refused = run(tmp / "m")

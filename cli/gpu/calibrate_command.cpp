@@ -131,6 +131,7 @@ void run_calibrate_benchmarks(const CalibrateOptions& o, const GlobalOptions& gl
     bench.repeats = o.repeats;
     bench.banded = o.banded;
     run.kernels = run_kernel_benchmarks(default_kernel_cases(o.quick, shapes), bench, progress);
+    cal.provenance.sm_clock_mhz = benchmark_sm_clock_mhz(run.kernels);
     // The measurements first: if the fit fails they are kept for a refit.
     std::filesystem::create_directories(out_dir);
     write_file_atomically(kernels_csv, kernel_measurements_csv(run.kernels), global.force);

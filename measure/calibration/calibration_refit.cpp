@@ -53,6 +53,8 @@ CalibrationRun refit_kernel_calibration(const std::string& csv_text, std::string
   run.fits = fit_kernel_measurements(run.kernels, run.fit_options);
 
   run.calibration = *gpu.calibration;
+  // The clock belongs to the measurement refitted: taken from its records when they have one.
+  if (const double clock = benchmark_sm_clock_mhz(run.kernels); clock > 0.0) run.calibration.provenance.sm_clock_mhz = clock;
   run.calibration.shapes.clear();
   for (const ShapeFit& fit : run.fits) run.calibration.shapes.push_back(calibrated_shape(fit));
   run.notes.push_back(str("refit of ", csv_name, " (", run.kernels.size() - replayed.size(), " measurements",

@@ -58,6 +58,17 @@ double critical_entries(const KernelMeasurement& m, int64_t sm_count) {
   return critical_entries(m.longest_key_list, m.tiles, sm_count);  // sim/cost/kernel_cost.hpp
 }
 
+double benchmark_sm_clock_mhz(const std::vector<KernelMeasurement>& kernels) {
+  std::vector<double> clocks;
+  for (const KernelMeasurement& k : kernels) {
+    if (!is_replayed_cell(k) && k.sm_clock_mhz > 0.0) clocks.push_back(k.sm_clock_mhz);
+  }
+  if (clocks.empty()) return 0.0;
+  std::sort(clocks.begin(), clocks.end());
+  const size_t n = clocks.size();
+  return n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]);
+}
+
 KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction, int64_t sm_count) {
   if (direction != "backward" || launches.empty()) return KernelTerms::four_terms();
   bool partial_items = false;

@@ -78,6 +78,11 @@ struct FitOptions {
 /// KernelSample); 0 for a forward, a launch without a recorded longest segment, or sm_count < 1.
 double critical_entries(const KernelMeasurement& m, int64_t sm_count);
 
+/// The median SM clock of the benchmark's own launches (replayed cells left out), MHz: what a
+/// calibration records as the clock it was measured at (GpuConfig calibration provenance
+/// `sm_clock_mhz`). 0 when none of them recorded a clock (records written before the probe).
+double benchmark_sm_clock_mhz(const std::vector<KernelMeasurement>& kernels);
+
 /// The relative weights of the benchmark grid against replayed ring cells that a fit with replays
 /// chooses from (fit_kernel_measurements).
 inline constexpr double kGridWeights[] = {0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0};

@@ -53,7 +53,10 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
                      str("median |err| ", fixed(100.0 * pass->compute_error.median_abs, 1), "%"),
                      str("worst ", percent(pass->compute_error.worst_signed))});
     if (!pass->measured_sm_clock_mhz.empty()) {  // the GPU's power cap lowers it under heavy work
-      summary.add_row({str("SM clock ", dir, " (timed launches)"), "-", clock_summary(pass->measured_sm_clock_mhz), "-"});
+      const double calibrated = report.calibration.sm_clock_mhz;
+      summary.add_row({str("SM clock ", dir, " (timed launches)"),
+                       calibrated > 0.0 ? str("calibrated at ", fixed(calibrated, 0), " MHz") : "-",
+                       clock_summary(pass->measured_sm_clock_mhz), "-"});
     }
   }
   summary.print(out);

@@ -103,6 +103,7 @@ CalibrationProvenance read_provenance(yaml::MapReader prov) {
   p.nccl = prov.required_string("nccl");
   p.commit = prov.required_string("commit");
   p.date = prov.required_string("date");
+  p.sm_clock_mhz = prov.optional_number("sm_clock_mhz", 0.0, NumberBounds::non_negative());
   require(is_iso_date(p.date), prov.key_path("date"), " must be an ISO 8601 date (YYYY-MM-DD...), got \"", p.date.substr(0, 48), "\"");
   prov.finish();
   return p;
@@ -233,6 +234,7 @@ void emit_calibration(YAML::Emitter& out, const GpuCalibration& cal) {
     emit_quoted(out, "nccl", cal.provenance.nccl);
     emit_quoted(out, "commit", cal.provenance.commit);
     emit_quoted(out, "date", cal.provenance.date);
+    if (cal.provenance.sm_clock_mhz > 0.0) emit_number(out, "sm_clock_mhz", cal.provenance.sm_clock_mhz);
     out << YAML::EndMap;
   }
   out << YAML::Key << "shapes" << YAML::Value << YAML::BeginSeq;

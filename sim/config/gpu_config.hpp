@@ -77,6 +77,10 @@ struct CalibrationProvenance {
   std::string nccl;    ///< NCCL version
   std::string commit;  ///< sparsering commit that ran the benchmarks
   std::string date;    ///< ISO 8601 date of the measurement
+  /// Median SM clock of the benchmark's timed launches, MHz (kernels/cuda/sm_clock_probe.hpp);
+  /// 0 when not recorded (calibrations measured before the clock was probed). Under the GPU's
+  /// power cap a replay that runs at lower clocks runs slower than this calibration predicts.
+  double sm_clock_mhz = 0.0;
 };
 
 /// measured: by `sparsering calibrate` on this project's kernels; published: from cited figures of

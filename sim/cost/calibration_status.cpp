@@ -26,6 +26,7 @@ CalibrationStatus kernel_build_status(const GpuConfig& gpu, std::string_view thi
   if (gpu.calibration->published()) return status;
   status.kernel_build = gpu.calibration->kernel_build;
   status.stale = status.kernel_build != this_build;
+  status.sm_clock_mhz = gpu.calibration->provenance.sm_clock_mhz;
   return status;
 }
 

@@ -21,6 +21,7 @@ struct CalibrationStatus {
   std::string kernel_build;         ///< measured: the identity measured on ("unknown": not recorded)
   std::string this_kernel_build;    ///< this build's kernels
   bool stale = false;               ///< measured on another kernel build than this one
+  double sm_clock_mhz = 0.0;        ///< measured: the median SM clock of its launches (0: not recorded)
   KernelShape shape;                          ///< the shape costs were asked for
   std::optional<KernelShape> calibrated_shape;  ///< the calibrated shape whose coefficients were used
   bool extrapolated = false;        ///< calibrated_shape differs from shape

@@ -98,6 +98,7 @@ nlohmann::json calibration_status_json(const CalibrationStatus& status) {
                         {"calibrated_shape", status.calibrated_shape ? shape_json(*status.calibrated_shape) : nlohmann::json()},
                         {"extrapolated", status.extrapolated}};
   if (status.measured()) out["kernel_build"] = status.kernel_build;
+  if (status.sm_clock_mhz > 0.0) out["sm_clock_mhz"] = status.sm_clock_mhz;
   if (status.extrapolated) out["scaling"] = status.scaling;
   return out;
 }

@@ -147,6 +147,9 @@ TEST(GpuConfig, ParsesMeasuredCalibrationOfSeveralShapes) {
   EXPECT_EQ(cal.provenance.driver, "580.159.04");
   EXPECT_TRUE(cal.provenance.cuda.empty());
   EXPECT_EQ(cal.provenance.date, "2025-06-01");
+  EXPECT_EQ(cal.provenance.sm_clock_mhz, 0.0) << "not recorded";
+  const std::string clocked = test::with_value(kCalibration, "date", "\"2025-06-01\"\n    sm_clock_mhz: 1972.5");
+  EXPECT_EQ(parse_gpu(kUncalibrated + clocked, "g.yaml").calibration->provenance.sm_clock_mhz, 1972.5);
   // "unknown": measured, but the build was not recorded.
   EXPECT_EQ(parse_gpu(kUncalibrated + test::with_value(kCalibration, "kernel_build", "unknown"), "g.yaml").calibration->kernel_build,
             "unknown");
@@ -255,6 +258,8 @@ TEST(GpuConfig, RejectsMalformedCalibrationSections) {
   refused(test::without_key(calibrated, "kernel_build"), {"gpu.calibration.kernel_build is required"});
   refused(test::without_key(calibrated, "commit"), {"gpu.calibration.provenance.commit is required"});
   refused(test::with_value(calibrated, "date", "yesterday"), {"gpu.calibration.provenance.date must be an ISO 8601 date", "yesterday"});
+  refused(test::with_value(calibrated, "date", "\"2025-06-01\"\n    sm_clock_mhz: -5"),
+          {"gpu.calibration.provenance.sm_clock_mhz must be >= 0", "-5"});
   refused(calibrated + "  sources: [\"a paper\"]\n", {"gpu.calibration.sources cites published figures"});
   refused(test::with_value(calibrated, "launch_us", "-1"), {"gpu.calibration.shapes[0].forward.launch_us must be >= 0, got -1"});
   refused(test::with_value(calibrated, "per_list_us", "-0.1"), {"gpu.calibration.shapes[0].forward.per_list_us must be >= 0"});
@@ -330,7 +335,8 @@ GpuConfig random_gpu(std::mt19937_64& rng) {
       for (uint64_t k = 0; k <= rng() % 3; ++k) cal.sources.push_back(str("paper ", k, ", table ", rng() % 9, ": \"quoted\" #", k));
     } else {
       cal.kernel_build = (rng() % 2) ? "unknown" : "sha256:" + std::string(64, "0123456789abcdef"[rng() % 16]);
-      cal.provenance = {"NVIDIA H200", "580.159.04", (rng() % 2) ? "13.0" : "", "2.28.9", "0123456", "2025-06-01T10:00:00Z"};
+      cal.provenance = {"NVIDIA H200", "580.159.04", (rng() % 2) ? "13.0" : "", "2.28.9", "0123456", "2025-06-01T10:00:00Z",
+                        (rng() % 2) ? 1000.0 + unit(rng) * 1000.0 : 0.0};
     }
     const std::vector<KernelShape> all{{64, 64, 128}, {128, 128, 128}, {128, 64, 64}, {64, 128, 64}};
     const size_t count = 1 + rng() % all.size();
@@ -392,6 +398,7 @@ void expect_same_calibration(const GpuCalibration& a, const GpuCalibration& b) {
   EXPECT_EQ(a.provenance.nccl, b.provenance.nccl);
   EXPECT_EQ(a.provenance.commit, b.provenance.commit);
   EXPECT_EQ(a.provenance.date, b.provenance.date);
+  EXPECT_NEAR(a.provenance.sm_clock_mhz, b.provenance.sm_clock_mhz, 1e-6 * a.provenance.sm_clock_mhz);
 }
 
 TEST(GpuConfig, WriteRoundTripsRandomConfigs) {

@@ -122,6 +122,27 @@ TEST(CalibrationRefit, GivesBackTheModelThatTimedTheMeasurementsAndKeepsTheMeasu
   const GpuConfig back = parse_gpu(set_gpu_calibration(kGpuYaml, run.calibration, "refit-gpu.yaml"), "refit-gpu.yaml");
   ASSERT_TRUE(back.calibration.has_value());
   EXPECT_EQ(back.calibration->shapes.front().backward.per_key_block_us, shape.backward.per_key_block_us);
+  EXPECT_EQ(back.calibration->provenance.sm_clock_mhz, 0.0) << "records without a clock: none recorded";
+}
+
+TEST(CalibrationRefit, TheClockIsTheMedianOfTheRefittedRecordsWhenTheyHaveOne) {
+  GpuConfig gpu = parse_gpu(kGpuYaml, "refit-gpu.yaml");
+  gpu.calibration->provenance.sm_clock_mhz = 1500.0;  // what the config said before
+  std::vector<KernelMeasurement> recorded = measurements();
+  EXPECT_EQ(refit_kernel_calibration(kernel_measurements_csv(recorded), "run.csv", gpu).calibration.provenance.sm_clock_mhz,
+            1500.0) << "records without a clock keep the config's";
+  for (size_t k = 0; k < recorded.size(); ++k) recorded[k].sm_clock_mhz = k % 3 == 0 ? 0.0 : 1900.0 + static_cast<double>(k % 2) * 60.0;
+  std::vector<KernelMeasurement> clocked;
+  for (const KernelMeasurement& k : recorded) {
+    if (k.sm_clock_mhz > 0.0) clocked.push_back(k);
+  }
+  const double expected = benchmark_sm_clock_mhz(clocked);
+  EXPECT_GE(expected, 1900.0);
+  EXPECT_LE(expected, 1960.0);
+  const CalibrationRun run = refit_kernel_calibration(kernel_measurements_csv(recorded), "run.csv", gpu);
+  EXPECT_EQ(run.calibration.provenance.sm_clock_mhz, expected);
+  const GpuConfig back = parse_gpu(set_gpu_calibration(kGpuYaml, run.calibration, "refit-gpu.yaml"), "refit-gpu.yaml");
+  EXPECT_EQ(back.calibration->provenance.sm_clock_mhz, expected);
 }
 
 TEST(CalibrationRefit, RefusesWhatCannotBeRefitted) {

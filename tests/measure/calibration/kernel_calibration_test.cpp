@@ -59,6 +59,21 @@ TEST(KernelCalibration, UnderFilledRule) {
   EXPECT_TRUE(launch_under_filled(launch("forward", 4, 1, 16640, 256), 132));   // 260 lists x 2 = 520
 }
 
+TEST(KernelCalibration, TheBenchmarksClockIsTheMedianOfItsOwnLaunches) {
+  // The clocks of the grid's launches count; a replayed cell's and a missing clock (0) do not.
+  std::vector<KernelMeasurement> launches(4, launch("forward", 16, 2, 4096));
+  launches[0].sm_clock_mhz = 1900.0;
+  launches[1].sm_clock_mhz = 1950.0;
+  launches[2].sm_clock_mhz = 0.0;
+  launches[3].sm_clock_mhz = 1500.0;
+  launches[3].placement = "replay:c01";
+  EXPECT_EQ(benchmark_sm_clock_mhz(launches), 1925.0);
+  launches[2].sm_clock_mhz = 1980.0;
+  EXPECT_EQ(benchmark_sm_clock_mhz(launches), 1950.0);
+  EXPECT_EQ(benchmark_sm_clock_mhz({launches[3]}), 0.0);
+  EXPECT_EQ(benchmark_sm_clock_mhz({}), 0.0);
+}
+
 TEST(KernelCalibration, CsvRoundTripAndErrors) {
   KernelMeasurement m = launch("backward", 16, 2, 4096);
   m.tiles_per_list = 3;

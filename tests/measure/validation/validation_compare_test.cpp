@@ -247,6 +247,14 @@ TEST(ValidationOutputs, TheClockOfEveryCellTravelsToJsonCsvAndTable) {
   // Forward: the 15 clocks 1700..1850 but 1730 (cell 3 launched nothing): median 1780, lowest 1700.
   EXPECT_NE(table.str().find("median 1780 MHz, lowest 1700 MHz"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("median 1980 MHz, lowest 1980 MHz"), std::string::npos) << table.str();
+  EXPECT_EQ(table.str().find("calibrated at"), std::string::npos) << "the calibration recorded no clock";
+  // A calibration that recorded its clock is set beside the cells' (the JSON's calibration block has it).
+  ValidationReport calibrated = report;
+  calibrated.calibration.sm_clock_mhz = 1972.0;
+  std::ostringstream with_calibration;
+  print_validation(with_calibration, calibrated);
+  EXPECT_NE(with_calibration.str().find("calibrated at 1972 MHz"), std::string::npos) << with_calibration.str();
+  EXPECT_EQ(validation_to_json(calibrated, nlohmann::json::object())["calibration"]["sm_clock_mhz"].get<double>(), 1972.0);
   // Without clocks (an older record) neither JSON nor the table has them, and the CSV column is empty.
   const ValidationReport bare = compare_layer(problem, result, echo(result, 2, 1.0));
   EXPECT_FALSE(validation_to_json(bare, nlohmann::json::object())["forward"].contains("measured_sm_clock_mhz"));

@@ -8,7 +8,8 @@
 // with the clock it was measured at: under a power cap the same launch runs slower when the GPU
 // has been busy.
 // Exercised on GPUs by `sparsering calibrate` and `sparsering validate --replay`
-// (measure/device/run_calibrate_on_device.sh, measure/device/run_validation_on_device.sh); no unit test.
+// (measure/device/run_calibrate_on_device.sh, measure/device/run_validation_on_device.sh); the clock
+// it reports with each timing is tested in tests/kernels_gpu/sm_clock_probe_test.cpp.
 //
 // L2 policy. flush_l2_before overwrites the L2 (a memset of twice its size) before every timed
 // launch, so the launch reads Q, K and V from HBM; warm leaves whatever the previous launch left.

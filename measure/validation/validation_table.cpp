@@ -17,15 +17,23 @@ std::string cell_or_dash(const std::vector<double>& values, size_t k, int digits
   return k < values.size() ? fixed(values[k], digits) : "-";
 }
 
-/// "median M MHz, lowest L MHz" over the cells that launched (clock > 0), "-" without a clock.
-std::string clock_summary(std::vector<double> clocks) {
+/// Median and lowest clock of the cells that launched (clock > 0); both 0 without a clock.
+struct CellClocks {
+  double median = 0.0;
+  double lowest = 0.0;
+};
+
+CellClocks cell_clocks(std::vector<double> clocks) {
   std::erase_if(clocks, [](double mhz) { return !(mhz > 0.0); });
-  if (clocks.empty()) return "-";
+  if (clocks.empty()) return {};
   std::sort(clocks.begin(), clocks.end());
   const size_t n = clocks.size();
-  const double median = n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]);
-  return str("median ", fixed(median, 0), " MHz, lowest ", fixed(clocks.front(), 0), " MHz");
+  return {n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]), clocks.front()};
 }
+
+/// A replay whose cells ran this much below the calibration's clock is pointed out: a kernel bound
+/// by its tensor cores runs about that much slower than the calibration predicts.
+constexpr double kClockDropNoted = 0.03;
 
 }  // namespace
 
@@ -52,14 +60,25 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
     summary.add_row({str("compute ", dir, " per (rank, step)"), str(pass->compute_error.count, " cells"),
                      str("median |err| ", fixed(100.0 * pass->compute_error.median_abs, 1), "%"),
                      str("worst ", percent(pass->compute_error.worst_signed))});
-    if (!pass->measured_sm_clock_mhz.empty()) {  // the GPU's power cap lowers it under heavy work
+    const CellClocks clocks = cell_clocks(pass->measured_sm_clock_mhz);
+    if (clocks.median > 0.0) {  // the GPU's power cap lowers it under heavy work
       const double calibrated = report.calibration.sm_clock_mhz;
       summary.add_row({str("SM clock ", dir, " (timed launches)"),
                        calibrated > 0.0 ? str("calibrated at ", fixed(calibrated, 0), " MHz") : "-",
-                       clock_summary(pass->measured_sm_clock_mhz), "-"});
+                       str("median ", fixed(clocks.median, 0), " MHz, lowest ", fixed(clocks.lowest, 0), " MHz"), "-"});
     }
   }
   summary.print(out);
+  for (const PassComparison* pass : {&report.forward, &report.backward}) {
+    const double calibrated = report.calibration.sm_clock_mhz;
+    const double median = cell_clocks(pass->measured_sm_clock_mhz).median;
+    if (calibrated > 0.0 && median > 0.0 && median < (1.0 - kClockDropNoted) * calibrated) {
+      out << "note: the " << (pass->backward ? "backward" : "forward") << "'s kernels ran at a median "
+          << fixed(median, 0) << " MHz, " << fixed(100.0 * (1.0 - median / calibrated), 1) << "% below the "
+          << fixed(calibrated, 0) << " MHz of their calibration (the GPU's power cap, most likely): kernels bound by "
+          << "their tensor cores run that much slower than predicted (docs/VALIDATION.md, \"The power cap\")\n";
+    }
+  }
 
   const auto steps = static_cast<size_t>(report.ranks);
   const size_t shown = std::min(steps, static_cast<size_t>(std::max(max_steps, 1)));

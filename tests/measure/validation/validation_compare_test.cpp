@@ -255,6 +255,14 @@ TEST(ValidationOutputs, TheClockOfEveryCellTravelsToJsonCsvAndTable) {
   print_validation(with_calibration, calibrated);
   EXPECT_NE(with_calibration.str().find("calibrated at 1972 MHz"), std::string::npos) << with_calibration.str();
   EXPECT_EQ(validation_to_json(calibrated, nlohmann::json::object())["calibration"]["sm_clock_mhz"].get<double>(), 1972.0);
+  // The forward's median 1780 MHz is 9.7% below 1972: noted; the backward's 1980 is not.
+  EXPECT_NE(with_calibration.str().find("note: the forward's kernels ran at a median 1780 MHz, 9.7% below the 1972 MHz"),
+            std::string::npos) << with_calibration.str();
+  EXPECT_EQ(with_calibration.str().find("note: the backward's"), std::string::npos) << with_calibration.str();
+  calibrated.calibration.sm_clock_mhz = 1830.0;  // within 3% of 1780: not noted
+  std::ostringstream close_clock;
+  print_validation(close_clock, calibrated);
+  EXPECT_EQ(close_clock.str().find("note: the forward's"), std::string::npos) << close_clock.str();
   // Without clocks (an older record) neither JSON nor the table has them, and the CSV column is empty.
   const ValidationReport bare = compare_layer(problem, result, echo(result, 2, 1.0));
   EXPECT_FALSE(validation_to_json(bare, nlohmann::json::object())["forward"].contains("measured_sm_clock_mhz"));

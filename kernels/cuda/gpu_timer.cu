@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace sparsering {
@@ -75,13 +76,8 @@ GpuTiming GpuTimer::time(const std::function<void()>& launch, int32_t warmup, in
   const std::vector<SmClockSample> samples = probes_.download();
   std::vector<double> clocks;
   for (size_t k = 0; k < static_cast<size_t>(repeats); ++k) clocks.push_back(sm_clock_mhz(samples[k]));
-  const auto median = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
-  const double median_us = median(times);
-  return {median_us, times.front(), times.back(), median(clocks)};
+  const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
+  return {median(times), *fastest, *slowest, median(std::move(clocks))};
 }
 
 }  // namespace sparsering

@@ -26,6 +26,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "kernels/cuda/attn_bwd_delta.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_buffer.hpp"
@@ -114,13 +115,6 @@ class EventSet {
  private:
   std::vector<CudaEvent> events_;
 };
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t m = values.size() / 2;
-  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
-}
 
 /// One pass's raw timings of one rank and iteration.
 struct PassSample {

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace sparsering {
@@ -131,8 +132,6 @@ std::vector<HopMeasurement> run_hop_benchmarks(const HopBenchOptions& options,
         const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
         times.push_back(elapsed.count() / iterations);
       }
-      std::sort(times.begin(), times.end());
-      const size_t n = times.size();
       HopMeasurement m;
       m.mode = pattern.mode;
       m.gpus = pattern.gpus;
@@ -140,8 +139,8 @@ std::vector<HopMeasurement> run_hop_benchmarks(const HopBenchOptions& options,
       m.bytes = bytes;
       m.repeats = options.repeats;
       m.iterations = iterations;
-      m.median_us = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-      m.min_us = times.front();
+      m.min_us = *std::min_element(times.begin(), times.end());
+      m.median_us = median(std::move(times));
       m.gbytes_per_s = static_cast<double>(bytes) / m.median_us * 1e-3;
       results.push_back(m);
     }

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "kernels/index/count_sparse_index.hpp"
 #include "measure/calibration/csv_rows.hpp"
 #include "measure/calibration/link_fit.hpp"
@@ -27,9 +28,8 @@ std::vector<ResidualGroup> residuals_by(const std::vector<const KernelMeasuremen
   for (size_t k = 0; k < launches.size(); ++k) groups[key(*launches[k])].push_back(errors[k]);
   std::vector<ResidualGroup> out;
   for (auto& [value, group] : groups) {
-    std::sort(group.begin(), group.end());
-    const size_t n = group.size();
-    out.push_back({value, static_cast<int64_t>(n), n % 2 == 1 ? group[n / 2] : 0.5 * (group[n / 2 - 1] + group[n / 2])});
+    const auto n = static_cast<int64_t>(group.size());
+    out.push_back({value, n, median(std::move(group))});
   }
   return out;
 }
@@ -63,10 +63,7 @@ double benchmark_sm_clock_mhz(const std::vector<KernelMeasurement>& kernels) {
   for (const KernelMeasurement& k : kernels) {
     if (!is_replayed_cell(k) && k.sm_clock_mhz > 0.0) clocks.push_back(k.sm_clock_mhz);
   }
-  if (clocks.empty()) return 0.0;
-  std::sort(clocks.begin(), clocks.end());
-  const size_t n = clocks.size();
-  return n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]);
+  return median(std::move(clocks));  // 0 for none
 }
 
 KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction, int64_t sm_count) {

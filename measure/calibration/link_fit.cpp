@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "sim/network/link_model.hpp"
 
 namespace sparsering {
@@ -40,11 +41,7 @@ LinkFit fit_link(std::span<const HopSample> samples, int64_t latency_max_bytes) 
   }
   require(by_size.size() >= 2, "the link fit needs at least two message sizes, got ", by_size.size());
   std::vector<HopSample> medians;
-  for (auto& [bytes, times] : by_size) {
-    std::sort(times.begin(), times.end());
-    const size_t n = times.size();
-    medians.push_back({bytes, n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2])});
-  }
+  for (auto& [bytes, times] : by_size) medians.push_back({bytes, median(std::move(times))});
   // Latency: intercept of time = a + bytes * b over the small sizes.
   size_t small = 0;
   while (small < medians.size() && medians[small].bytes <= latency_max_bytes) ++small;

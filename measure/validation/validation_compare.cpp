@@ -5,20 +5,11 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "measure/validation/ring_rederive.hpp"
 
 namespace sparsering {
 namespace {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-  return 0.5 * (lower + upper);
-}
 
 size_t cell(int32_t p, int32_t t, int32_t w) {
   return static_cast<size_t>(p) * static_cast<size_t>(w) + static_cast<size_t>(t);

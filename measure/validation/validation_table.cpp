@@ -2,10 +2,12 @@
 #include "measure/validation/validation_table.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "common/table.hpp"
 
 namespace sparsering {
@@ -26,9 +28,8 @@ struct CellClocks {
 CellClocks cell_clocks(std::vector<double> clocks) {
   std::erase_if(clocks, [](double mhz) { return !(mhz > 0.0); });
   if (clocks.empty()) return {};
-  std::sort(clocks.begin(), clocks.end());
-  const size_t n = clocks.size();
-  return {n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]), clocks.front()};
+  const double lowest = *std::min_element(clocks.begin(), clocks.end());
+  return {median(std::move(clocks)), lowest};
 }
 
 /// A replay whose cells ran this much below the calibration's clock is pointed out: a kernel bound
@@ -51,6 +52,8 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
     out << "measured layer times: the simulator's ring schedule over the compute matrix measured on one GPU\n";
   }
   Table summary({"figure", "predicted", "measured", "error"});
+  std::ostringstream clock_notes;  // printed after the table
+  const double calibrated = report.calibration.sm_clock_mhz;
   for (const PassComparison* pass : {&report.forward, &report.backward}) {
     const char* dir = pass->backward ? "bwd" : "fwd";
     summary.add_row({str("attention ", dir, " (ms)"), fixed(pass->predicted_ms, 3), fixed(pass->measured_ms, 3),
@@ -62,23 +65,20 @@ void print_validation(std::ostream& out, const ValidationReport& report, int max
                      str("worst ", percent(pass->compute_error.worst_signed))});
     const CellClocks clocks = cell_clocks(pass->measured_sm_clock_mhz);
     if (clocks.median > 0.0) {  // the GPU's power cap lowers it under heavy work
-      const double calibrated = report.calibration.sm_clock_mhz;
       summary.add_row({str("SM clock ", dir, " (timed launches)"),
                        calibrated > 0.0 ? str("calibrated at ", fixed(calibrated, 0), " MHz") : "-",
                        str("median ", fixed(clocks.median, 0), " MHz, lowest ", fixed(clocks.lowest, 0), " MHz"), "-"});
     }
-  }
-  summary.print(out);
-  for (const PassComparison* pass : {&report.forward, &report.backward}) {
-    const double calibrated = report.calibration.sm_clock_mhz;
-    const double median = cell_clocks(pass->measured_sm_clock_mhz).median;
-    if (calibrated > 0.0 && median > 0.0 && median < (1.0 - kClockDropNoted) * calibrated) {
-      out << "note: the " << (pass->backward ? "backward" : "forward") << "'s kernels ran at a median "
-          << fixed(median, 0) << " MHz, " << fixed(100.0 * (1.0 - median / calibrated), 1) << "% below the "
-          << fixed(calibrated, 0) << " MHz of their calibration (the GPU's power cap, most likely): kernels bound by "
-          << "their tensor cores run that much slower than predicted (docs/VALIDATION.md, \"The power cap\")\n";
+    if (calibrated > 0.0 && clocks.median > 0.0 && clocks.median < (1.0 - kClockDropNoted) * calibrated) {
+      clock_notes << "note: the " << (pass->backward ? "backward" : "forward") << "'s kernels ran at a median "
+                  << fixed(clocks.median, 0) << " MHz, " << fixed(100.0 * (1.0 - clocks.median / calibrated), 1)
+                  << "% below the " << fixed(calibrated, 0)
+                  << " MHz of their calibration (the GPU's power cap, most likely): kernels bound by their tensor "
+                     "cores run that much slower than predicted (docs/VALIDATION.md, \"The power cap\")\n";
     }
   }
+  summary.print(out);
+  out << clock_notes.str();
 
   const auto steps = static_cast<size_t>(report.ranks);
   const size_t shown = std::min(steps, static_cast<size_t>(std::max(max_steps, 1)));

@@ -1,0 +1,40 @@
+// Tests of median (common/median.hpp): hand-derived values for odd, even, single and empty sets,
+// and on fresh random sets (seed printed, SPARSERING_TEST_SEED replays) the value a full sort gives.
+#include "common/median.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tests/common/test_seed.hpp"
+
+namespace sparsering {
+namespace {
+
+TEST(Median, MiddleValueOrMeanOfTheTwoMiddleOnes) {
+  EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_EQ(median({7.0}), 7.0);
+  EXPECT_EQ(median({}), 0.0);
+  EXPECT_EQ(median({1.0, 1.0, 5.0, 5.0}), 3.0);
+}
+
+TEST(Median, EqualsTheSortedMiddleOnRandomSets) {
+  std::mt19937_64 rng = testing_support::test_rng();
+  std::uniform_real_distribution<double> value(-100.0, 100.0);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> v(1 + rng() % 40);
+    for (double& x : v) x = (rng() % 4 == 0) ? std::round(value(rng)) : value(rng);  // some ties
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double expected = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    ASSERT_EQ(median(v), expected) << "round " << round << ", " << n << " values";
+  }
+}
+
+}  // namespace
+}  // namespace sparsering

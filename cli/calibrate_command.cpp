@@ -29,6 +29,7 @@ namespace {
 
 void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
   require(o.folds >= 2 && o.folds <= 100, "--folds must be in [2, 100], got ", o.folds);
+  require(o.fold_dealings >= 1 && o.fold_dealings <= 100, "--fold-dealings must be in [1, 100], got ", o.fold_dealings);
   const std::filesystem::path gpu_path(o.gpu_path);
   const std::string gpu_text = read_file(gpu_path);
   const GpuConfig gpu = parse_gpu(gpu_text, gpu_path.string());
@@ -68,7 +69,7 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
   for (const std::string& cells : o.cells_paths) add_cells("--cells", cells, false);
   for (const std::string& cells : o.backward_cells_paths) add_cells("--backward-cells", cells, true);
   const CalibrationRun run =
-      refit_kernel_calibration(csv_text, o.refit_path, gpu, FitOptions{o.folds, o.fold_seed}, replayed);
+      refit_kernel_calibration(csv_text, o.refit_path, gpu, FitOptions{.folds = o.folds, .seed = o.fold_seed, .dealings = o.fold_dealings}, replayed);
   // The configs are checked before anything is written: set_gpu_calibration parses its result.
   const std::string new_gpu_text = set_gpu_calibration(gpu_text, run.calibration, gpu_path.string());
   std::filesystem::create_directories(out_dir);
@@ -130,7 +131,12 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   // A refit fits what was measured: options that choose what to measure do not apply to it.
   for (CLI::Option* option : measuring) refit->excludes(option);
   cmd->add_option("--folds", options->folds, "Folds of the held-out error (split by benchmark case)")->capture_default_str();
-  cmd->add_option("--fold-seed", options->fold_seed, "Seed that deals the benchmark cases into folds")->capture_default_str();
+  cmd->add_option("--fold-seed", options->fold_seed, "Seed that deals the benchmark cases into folds (the first dealing)")
+      ->capture_default_str();
+  cmd->add_option("--fold-dealings", options->fold_dealings,
+                  "Times the benchmark cases are dealt into folds (seeds fold-seed, fold-seed + 1, ...); the held-out "
+                  "error is the median over every dealing's predictions")
+      ->capture_default_str();
   cmd->callback([options, &global] {
     if (options->refit_path.empty()) {
       run_calibrate_benchmarks(*options, global);

@@ -29,6 +29,7 @@ struct CalibrateOptions {
   std::string shapes;  // empty: default_calibration_shapes()
   int64_t folds = 5;
   uint64_t fold_seed = 1;
+  int64_t fold_dealings = 5;
 };
 
 /// Measures on this machine's GPUs, fits and writes the configs and raw data (docs/calibration.md).

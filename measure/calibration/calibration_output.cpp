@@ -46,6 +46,7 @@ nlohmann::json direction_json(const DirectionFit& d) {
           {"heldout",
            {{"folds", d.heldout.folds},
             {"seed", d.heldout.seed},
+            {"dealings", d.heldout.dealings},
             {"median_relative_error", d.heldout.median_relative_error},
             {"max_relative_error", d.heldout.max_relative_error}}},
           {"under_filled", errors_json(d.under)},
@@ -188,7 +189,9 @@ std::string fit_table(const CalibrationRun& run) {
            "key lists + per_tile x tiles + per_column_list x column lists + per_item x column items (+ per_column x "
            "columns) (+ per_key_block x key blocks of the chunk) (+ per_critical_entry x entries of the heaviest key-block "
            "segment beyond tiles / SMs) (backward, when its units are recorded), all heads; held-out: "
-        << run.fit_options.folds << "-fold by benchmark case, seed " << run.fit_options.seed
+        << run.fit_options.folds << "-fold by benchmark case, dealt " << run.fit_options.dealings
+        << (run.fit_options.dealings == 1 ? " time" : " times") << " from seed " << run.fit_options.seed
+        << "; medians weigh each launch as the fit does"
         << (run.fit_options.sm_count > 0 ? str("; ", run.fit_options.sm_count, " SMs share the tiles") : std::string())
         << "\n";
     Table table({"shape", "direction", "launch_us", "per_list_us", "per_tile_us", "per_chunk_us", "per_key_list_us",

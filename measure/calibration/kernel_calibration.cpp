@@ -130,8 +130,15 @@ HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launc
       held.push_back(out.relative_errors[k]);
     }
   }
+  // Each replay weighs as much as any other, as in the fit: a 32-rank ring's 1024 cells do not
+  // outvote an 8-rank ring's 64.
+  const std::vector<double> all_weights = launch_weights(launches, grid_weight);
+  std::vector<double> held_weights;
+  for (size_t k = 0; k < launches.size(); ++k) {
+    if (is_replayed_cell(*launches[k])) held_weights.push_back(all_weights[k]);
+  }
   out.samples = static_cast<int64_t>(held.size());
-  std::tie(out.median_relative_error, out.max_relative_error) = median_and_max_magnitude(held);
+  std::tie(out.median_relative_error, out.max_relative_error) = median_and_max_magnitude(held, held_weights);
   return out;
 }
 
@@ -197,6 +204,9 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
     };
     fit.replays = replays_among(filled_launches);
     const KernelCostCoefficients c = choose_and_fit(filled_launches, filled, fit.grid_weight, fit.replayed_heldout);
+    // The error figures weigh each launch as the fit did (the held-out folds refit with their own).
+    const std::vector<double> weights = launch_weights(filled_launches, fit.grid_weight);
+    for (size_t k = 0; k < filled.size(); ++k) filled[k].weight = weights[k];
     fit.fit = evaluate_kernel_cost(c, filled);
     fit.under = evaluate_kernel_cost(c, under);
     TrainingFit fold_fit;
@@ -213,7 +223,7 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
         return choose_and_fit(launches, std::move(samples), weight, unused);
       };
     }
-    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed, terms, fold_fit);
+    fit.heldout = heldout_error(filled, case_ids, options.folds, options.seed, terms, fold_fit, options.dealings);
     if (fit.replays > 0) {
       std::vector<KernelSample> cells;
       for (size_t k = 0; k < filled.size(); ++k) {
@@ -367,6 +377,7 @@ CalibratedShape calibrated_shape(const ShapeFit& fit) {
   stats.heldout_median_relative_error = worse(f.heldout.median_relative_error, b.heldout.median_relative_error);
   stats.heldout_max_relative_error = worse(f.heldout.max_relative_error, b.heldout.max_relative_error);
   stats.folds = f.heldout.folds;
+  stats.dealings = f.heldout.dealings;
   s.fit = stats;
   return s;
 }

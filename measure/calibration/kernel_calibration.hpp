@@ -69,8 +69,9 @@ struct ShapeFit {
 
 struct FitOptions {
   int64_t folds = 5;     ///< k of the held-out error
-  uint64_t seed = 1;     ///< shuffles the benchmark cases into folds
+  uint64_t seed = 1;     ///< shuffles the benchmark cases into folds (the first dealing)
   int64_t sm_count = 0;  ///< SMs of the GPU measured: the backward's critical-path term (0: no such term)
+  int64_t dealings = 5;  ///< times the cases are dealt into folds (heldout_error.hpp)
 };
 
 /// Entries by which a backward launch's heaviest key-block segment exceeds the per-SM share of its

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "measure/calibration/link_fit.hpp"
 
 namespace sparsering {
@@ -80,13 +81,18 @@ double predict_kernel_us(const KernelCostCoefficients& c, const KernelSample& s)
 }
 
 std::pair<double, double> median_and_max_magnitude(std::span<const double> values) {
-  if (values.empty()) return {0.0, 0.0};
+  return median_and_max_magnitude(values, std::vector<double>(values.size(), 1.0));
+}
+
+std::pair<double, double> median_and_max_magnitude(std::span<const double> values, std::span<const double> weights) {
+  require(values.size() == weights.size(), "error summary: ", values.size(), " values but ", weights.size(), " weights");
   std::vector<double> magnitudes;
-  for (const double v : values) magnitudes.push_back(std::abs(v));
-  std::sort(magnitudes.begin(), magnitudes.end());
-  const size_t n = magnitudes.size();
-  const double median = n % 2 == 1 ? magnitudes[n / 2] : 0.5 * (magnitudes[n / 2 - 1] + magnitudes[n / 2]);
-  return {median, magnitudes.back()};
+  double largest = 0.0;
+  for (const double v : values) {
+    magnitudes.push_back(std::abs(v));
+    largest = std::max(largest, std::abs(v));
+  }
+  return {weighted_median(magnitudes, std::vector<double>(weights.begin(), weights.end())), largest};
 }
 
 KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const KernelSample> samples) {
@@ -106,7 +112,9 @@ KernelFit evaluate_kernel_cost(const KernelCostCoefficients& c, std::span<const 
     ss_res += (predicted - s.time_us) * (predicted - s.time_us);
     ss_tot += (s.time_us - mean) * (s.time_us - mean);
   }
-  std::tie(fit.median_relative_error, fit.max_relative_error) = median_and_max_magnitude(fit.relative_errors);
+  std::vector<double> weights;
+  for (const KernelSample& s : samples) weights.push_back(s.weight);
+  std::tie(fit.median_relative_error, fit.max_relative_error) = median_and_max_magnitude(fit.relative_errors, weights);
   fit.r_squared = ss_tot > 0.0 ? 1.0 - ss_res / ss_tot : (ss_res == 0.0 ? 1.0 : 0.0);
   return fit;
 }

@@ -39,7 +39,7 @@ struct KernelSample {
   /// segment, one per SM at a time) start longest first (sim/cost/kernel_cost.hpp).
   double critical_entries = 0.0;
   /// How much the sample's squared relative error counts in the fit (>= 0; 0: not fitted, only
-  /// scored). The residual statistics count every sample once.
+  /// scored). The median |error| weighs each sample alike (weight 0: only in the largest error).
   double weight = 1.0;
 };
 
@@ -73,7 +73,7 @@ struct KernelFit {
   KernelCostCoefficients coefficients;
   int64_t samples = 0;
   double max_relative_error = 0.0;     ///< max |fit - measured| / measured
-  double median_relative_error = 0.0;  ///< median of the same
+  double median_relative_error = 0.0;  ///< median of the same, each sample weighed as the fit weighs it
   double r_squared = 0.0;              ///< 1 - SS_res / SS_tot on the times (1 for a perfect fit)
   std::vector<double> relative_errors; ///< signed (fit - measured) / measured, one per sample
 };
@@ -99,5 +99,8 @@ KernelCostCoefficients rounded_coefficients(const KernelCostCoefficients& c);
 
 /// Median and largest of |values| (0 and 0 when empty).
 std::pair<double, double> median_and_max_magnitude(std::span<const double> values);
+/// The weighted median of |values| (common/median.hpp weighted_median) and the largest |value|
+/// whatever its weight. InputError when the sizes differ.
+std::pair<double, double> median_and_max_magnitude(std::span<const double> values, std::span<const double> weights);
 
 }  // namespace sparsering

@@ -45,6 +45,7 @@ CalibrationFit read_fit(yaml::MapReader map) {
   fit.heldout_median_relative_error = map.required_number("heldout_median_relative_error", NumberBounds::non_negative());
   fit.heldout_max_relative_error = map.required_number("heldout_max_relative_error", NumberBounds::non_negative());
   fit.folds = map.required_int("folds", 2, 1000);
+  fit.dealings = map.optional_int("dealings", 1, 1, 100);
   require(fit.median_relative_error <= fit.max_relative_error, map.key_path("median_relative_error"), " (",
           fit.median_relative_error, ") exceeds max_relative_error (", fit.max_relative_error, ")");
   require(fit.heldout_median_relative_error <= fit.heldout_max_relative_error,
@@ -210,6 +211,7 @@ void emit_fit(YAML::Emitter& out, const CalibrationFit& fit) {
   emit_number(out, "heldout_median_relative_error", fit.heldout_median_relative_error);
   emit_number(out, "heldout_max_relative_error", fit.heldout_max_relative_error);
   out << YAML::Key << "folds" << YAML::Value << fit.folds;
+  if (fit.dealings > 1) out << YAML::Key << "dealings" << YAML::Value << fit.dealings;
   out << YAML::EndMap;
 }
 

@@ -59,6 +59,7 @@ struct CalibrationFit {
   double heldout_median_relative_error = 0.0; ///< each launch predicted by a fit without its benchmark case
   double heldout_max_relative_error = 0.0;
   int64_t folds = 0;                          ///< k of the k-fold split by benchmark case
+  int64_t dealings = 1;                       ///< times the cases were dealt into folds (older configs: once)
 };
 
 /// The coefficients of one kernel shape.

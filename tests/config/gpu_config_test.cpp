@@ -140,6 +140,9 @@ TEST(GpuConfig, ParsesMeasuredCalibrationOfSeveralShapes) {
   EXPECT_EQ(cal.shapes[0].fit->samples, 120);
   EXPECT_DOUBLE_EQ(cal.shapes[0].fit->heldout_max_relative_error, 0.09);
   EXPECT_EQ(cal.shapes[0].fit->folds, 5);
+  EXPECT_EQ(cal.shapes[0].fit->dealings, 1) << "absent: dealt once, as earlier versions did";
+  const std::string dealt = test::with_value(kCalibration, "folds", "5\n        dealings: 4");
+  EXPECT_EQ(parse_gpu(kUncalibrated + dealt, "g.yaml").calibration->shapes[0].fit->dealings, 4);
   EXPECT_DOUBLE_EQ(cal.shapes[1].backward.per_tile_us, 0.2);
   EXPECT_EQ(cal.find({128, 128, 128}), &cal.shapes[1]);
   EXPECT_EQ(cal.find({128, 128, 64}), nullptr);
@@ -275,6 +278,8 @@ TEST(GpuConfig, RejectsMalformedCalibrationSections) {
   refused(test::with_value(calibrated, "heldout_median_relative_error", "0.5"),
           {"heldout_median_relative_error (0.5) exceeds heldout_max_relative_error (0.09)"});
   refused(test::with_value(calibrated, "folds", "1"), {"gpu.calibration.shapes[0].fit.folds must be an integer in [2, 1000], got 1"});
+  refused(test::with_value(calibrated, "folds", "5\n        dealings: 0"),
+          {"gpu.calibration.shapes[0].fit.dealings must be an integer in [1, 100], got 0"});
   refused(test::with_value(calibrated, "samples", "3"), {"gpu.calibration.shapes[0].fit.folds (5) exceeds samples (3)"});
   refused(test::with_value(test::with_value(calibrated, "block_q", "128"), "block_k", "128"),
           {"gpu.calibration.shapes[1] repeats shape 128x128x128 of gpu.calibration.shapes[0]"});

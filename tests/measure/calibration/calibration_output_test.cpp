@@ -18,6 +18,7 @@ DirectionFit direction(const KernelCostCoefficients& c, const std::vector<Kernel
   d.fit = evaluate_kernel_cost(c, samples);
   d.heldout.folds = 5;
   d.heldout.seed = 7;
+  d.heldout.dealings = 3;
   d.heldout.median_relative_error = 0.031;
   d.heldout.max_relative_error = 0.125;
   d.by_local_tokens = {{16384, 9, 0.13}, {65536, 27, -0.105}};
@@ -30,7 +31,7 @@ CalibrationRun sample_run() {
   run.calibration.kernel_build = "sha256:" + std::string(64, 'e');
   run.calibration.provenance = {"NVIDIA H100 80GB HBM3", "580.1", "13.0", "2.28.3", "abc", "2026-01-02T00:00:00Z"};
   run.calibration.gemm_efficiency = 0.65;
-  run.fit_options = {5, 7};
+  run.fit_options = {.folds = 5, .seed = 7, .dealings = 3};
   ShapeFit fit;
   fit.shape = {128, 128, 128};
   fit.forward = direction({10.0, 0.5, 0.01, 0.02}, {{100, 0, 12.0, 2}, {1000, 10, 21.7, 3}});
@@ -71,6 +72,7 @@ TEST(CalibrationOutput, JsonReadsBack) {
   EXPECT_EQ(shape["forward"]["fit"]["samples"], 2);
   EXPECT_EQ(shape["forward"]["heldout"]["folds"], 5);
   EXPECT_EQ(shape["forward"]["heldout"]["seed"], 7);
+  EXPECT_EQ(shape["forward"]["heldout"]["dealings"], 3);
   EXPECT_EQ(shape["forward"]["heldout"]["max_relative_error"], 0.125);
   EXPECT_EQ(shape["backward"]["residuals_by_local_tokens"][1]["value"], 65536);
   EXPECT_EQ(shape["backward"]["residuals_by_local_tokens"][1]["median_signed_error"], -0.105);
@@ -97,7 +99,8 @@ TEST(CalibrationOutput, FitTableShowsCoefficientsBothErrorsAndResiduals) {
   EXPECT_NE(table.find("128x128x128"), std::string::npos);
   EXPECT_NE(table.find("forward"), std::string::npos);
   EXPECT_NE(table.find("0.01"), std::string::npos);
-  EXPECT_NE(table.find("held-out: 5-fold by benchmark case, seed 7"), std::string::npos);
+  EXPECT_NE(table.find("held-out: 5-fold by benchmark case, dealt 3 times from seed 7; medians weigh each launch as the fit does"),
+            std::string::npos);
   EXPECT_NE(table.find("kernel build sha256:eeee"), std::string::npos);
   EXPECT_NE(table.find("12.5%"), std::string::npos);  // held-out max
   EXPECT_NE(table.find("16384: +13.0% (9), 65536: -10.5% (27)"), std::string::npos) << table;

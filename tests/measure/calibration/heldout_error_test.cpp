@@ -1,13 +1,17 @@
 // Tests of measure/calibration/heldout_error.hpp: each launch is predicted by a fit that never saw
 // its benchmark case (checked against a brute-force leave-one-case-out when folds = cases), the
-// folds depend only on the seed, a sample far off the model shows up held out but is absorbed in
-// sample, and bad inputs are refused.
+// folds depend only on the seed, several dealings are the single dealings one after another, the
+// median weighs each sample as the fit does, a sample far off the model shows up held out but is
+// absorbed in sample, and bad inputs are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "tests/common/test_seed.hpp"
 #include "tests/config/config_test_util.hpp"
+#include "common/median.hpp"
 #include "measure/calibration/heldout_error.hpp"
 
 namespace sparsering {
@@ -78,12 +82,48 @@ TEST(HeldOutError, FoldsDependOnlyOnTheSeed) {
   EXPECT_LE(fit_kernel_cost(samples).max_relative_error, a.max_relative_error);
 }
 
+TEST(HeldOutError, DealingsAreTheSingleDealingsOfTheNextSeedsOneAfterAnother) {
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  const std::vector<KernelSample> samples = grid(rng, 0.05);
+  const std::vector<int64_t> ids = one_case_each(samples.size());
+  const HeldOutError three = heldout_error(samples, ids, 4, 9, KernelTerms::four_terms(), {}, 3);
+  EXPECT_EQ(three.dealings, 3);
+  EXPECT_EQ(three.seed, 9u);
+  std::vector<double> expected;
+  double largest = 0.0;
+  for (const uint64_t seed : {9u, 10u, 11u}) {
+    const HeldOutError one = heldout_error(samples, ids, 4, seed);
+    expected.insert(expected.end(), one.relative_errors.begin(), one.relative_errors.end());
+    largest = std::max(largest, one.max_relative_error);
+  }
+  EXPECT_EQ(three.relative_errors, expected);
+  EXPECT_EQ(three.max_relative_error, largest);
+  std::vector<double> magnitudes;
+  for (const double e : expected) magnitudes.push_back(std::abs(e));
+  EXPECT_EQ(three.median_relative_error, median(magnitudes));  // every weight 1
+}
+
+TEST(HeldOutError, TheMedianWeighsEachSampleAsTheFitDoes) {
+  // A sample of weight 2 counts as if given twice, in the median as in the training folds' fits.
+  std::mt19937_64 rng = sparsering::testing_support::test_rng();
+  std::vector<KernelSample> samples = grid(rng, 0.05);
+  for (size_t k = 0; k < samples.size(); ++k) samples[k].weight = k % 3 == 0 ? 2.0 : 1.0;
+  const HeldOutError weighted = heldout_error(samples, one_case_each(samples.size()), 4, 3);
+  std::vector<double> repeated;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    repeated.insert(repeated.end(), k % 3 == 0 ? 2 : 1, std::abs(weighted.relative_errors[k]));
+  }
+  EXPECT_EQ(weighted.median_relative_error, median(repeated));
+}
+
 TEST(HeldOutError, RefusesBadInputs) {
   std::mt19937_64 rng(sparsering::testing_support::fixed_seed(5));
   const std::vector<KernelSample> samples = grid(rng, 0.0);
   const std::vector<int64_t> ids = one_case_each(samples.size());
   test::expect_input_error([&] { heldout_error(samples, std::vector<int64_t>{1, 2}, 5, 1); }, {"18 samples but 2 case ids"});
   test::expect_input_error([&] { heldout_error(samples, ids, 1, 1); }, {"at least 2 folds"});
+  test::expect_input_error([&] { heldout_error(samples, ids, 5, 1, KernelTerms::four_terms(), {}, 0); },
+                           {"at least 1 dealing of the folds, got 0"});
   test::expect_input_error([&] { heldout_error(samples, std::vector<int64_t>(samples.size(), 4), 5, 1); },
                            {"5 folds needs at least 5 benchmark cases, got 1"});
   // A fold whose training launches have no tile cannot be fitted; the message names the fold.

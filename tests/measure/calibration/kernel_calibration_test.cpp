@@ -529,10 +529,6 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
   expect_shipped("h100-sxm-kernels-595a2baa-random.csv", "h100-sxm.yaml");
   expect_shipped("h200-kernels-8a07dff2-banded.csv", "h200.yaml", "h200-8a07dff2-replays", "h200-8a07dff2-backward-replays");
-  // The repeat: grid and replays measured again in one device call, refitted there; the same fit
-  // from its files here.
-  expect_shipped("h200-eec1e0a2-repeat/h200-kernels-banded.csv", "docs/calibration/h200-eec1e0a2-repeat/h200.yaml",
-                 "h200-eec1e0a2-repeat/replays");
 }
 
 TEST(KernelCalibration, BackwardUnitsOfTheRecordedMeasurements) {

@@ -43,19 +43,25 @@ def write_csv(path, header, rows):
         writer.writerows(rows)
 
 
-def normalize_grid(source, dest, ref_mhz):
-    with open(source, newline="") as f:
+def rescaled_csv(path, clock_key, time_keys, ref_mhz):
+    """The header and rows of `path` with the `time_keys` of every row rescaled by its `clock_key`
+    (set to `ref_mhz`, or left 0 on a row that launched nothing)."""
+    with open(path, newline="") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames
-        if not header or "sm_clock_mhz" not in header:
-            raise Refused(f"{source}: no sm_clock_mhz column (measured before the clock was probed)")
+        if not header or clock_key not in header:
+            raise Refused(f"{path}: no {clock_key} column (measured before the clock was probed)")
         rows = list(reader)
     for line, row in enumerate(rows, start=2):
-        clock = float(row["sm_clock_mhz"])
-        for key in ("median_us", "min_us", "max_us"):
-            row[key] = repr(rescaled(float(row[key]), clock, ref_mhz, f"{source} line {line}"))
-        row["sm_clock_mhz"] = repr(ref_mhz)
-    write_csv(dest / source.name, header, rows)
+        clock = float(row[clock_key])
+        for key in time_keys:
+            row[key] = repr(rescaled(float(row[key]), clock, ref_mhz, f"{path} line {line}"))
+        row[clock_key] = repr(ref_mhz if clock > 0.0 else 0.0)
+    return header, rows
+
+
+def normalize_grid(source, dest, ref_mhz):
+    write_csv(dest / source.name, *rescaled_csv(source, "sm_clock_mhz", ("median_us", "min_us", "max_us"), ref_mhz))
 
 
 def normalize_replay(source, dest, ref_mhz):
@@ -64,16 +70,7 @@ def normalize_replay(source, dest, ref_mhz):
     for path in (cells_path, json_path):
         if not path.is_file():
             raise Refused(f"{path}: missing (a replay directory holds cells.csv and validation.json)")
-    with open(cells_path, newline="") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames
-        if not header or "measured_sm_clock_mhz" not in header:
-            raise Refused(f"{cells_path}: no measured_sm_clock_mhz column (measured before the clock was probed)")
-        rows = list(reader)
-    for line, row in enumerate(rows, start=2):
-        clock = float(row["measured_sm_clock_mhz"])
-        row["measured_us"] = repr(rescaled(float(row["measured_us"]), clock, ref_mhz, f"{cells_path} line {line}"))
-        row["measured_sm_clock_mhz"] = repr(ref_mhz if clock > 0.0 else 0.0)
+    header, rows = rescaled_csv(cells_path, "measured_sm_clock_mhz", ("measured_us",), ref_mhz)
     doc = json.loads(json_path.read_text())
     for direction in ("forward", "backward"):
         p = doc[direction]

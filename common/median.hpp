@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace sparsering {
 
 inline double median(std::vector<double> values) {
@@ -25,10 +27,12 @@ inline double median(std::vector<double> values) {
 /// The value at which the running weight of the values, in ascending order, first reaches half the
 /// total weight; the mean of it and the next value when it reaches exactly half, so that equal
 /// integer weights give median(). Values of weight 0 do not count; 0 when no weight is positive.
-/// `weights` has one entry (>= 0) per value.
+/// `weights` has one entry (>= 0) per value (InputError otherwise).
 inline double weighted_median(const std::vector<double>& values, const std::vector<double>& weights) {
+  require(values.size() == weights.size(), "weighted median: ", values.size(), " values but ", weights.size(),
+          " weights");
   std::vector<std::pair<double, double>> weighted;
-  for (size_t k = 0; k < values.size() && k < weights.size(); ++k) {
+  for (size_t k = 0; k < values.size(); ++k) {
     if (weights[k] > 0.0) weighted.emplace_back(values[k], weights[k]);
   }
   if (weighted.empty()) return 0.0;

@@ -105,7 +105,11 @@ HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launc
   HeldOutError out;
   out.folds = static_cast<int64_t>(replays.size());
   out.relative_errors.assign(samples.size(), 0.0);
+  // Each replay weighs as much as any other, as in the fit: a 32-rank ring's 1024 cells do not
+  // outvote an 8-rank ring's 64.
+  const std::vector<double> all_weights = launch_weights(launches, grid_weight);
   std::vector<double> held;
+  std::vector<double> held_weights;
   for (const std::string& left_out : replays) {
     std::vector<const KernelMeasurement*> kept;
     std::vector<KernelSample> training;
@@ -128,14 +132,8 @@ HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launc
       const KernelSample& s = samples[k];
       out.relative_errors[k] = (predict_kernel_us(c, s) - s.time_us) / s.time_us;
       held.push_back(out.relative_errors[k]);
+      held_weights.push_back(all_weights[k]);
     }
-  }
-  // Each replay weighs as much as any other, as in the fit: a 32-rank ring's 1024 cells do not
-  // outvote an 8-rank ring's 64.
-  const std::vector<double> all_weights = launch_weights(launches, grid_weight);
-  std::vector<double> held_weights;
-  for (size_t k = 0; k < launches.size(); ++k) {
-    if (is_replayed_cell(*launches[k])) held_weights.push_back(all_weights[k]);
   }
   out.samples = static_cast<int64_t>(held.size());
   std::tie(out.median_relative_error, out.max_relative_error) = median_and_max_magnitude(held, held_weights);

@@ -101,9 +101,11 @@ std::vector<double> launch_weights(const std::vector<const KernelMeasurement*>& 
 /// and fills every measurement's predicted_us. Where
 /// replayed ring cells of two or more replays are among the launches, the grid's weight is the one
 /// of kGridWeights whose fits, each without one replay, predict the left-out replays' cells best
-/// (smallest median |error|; the smaller weight on a tie): how much the synthetic grid should pull
-/// is decided by cells it was not fitted to, not assumed. The k-fold held-out error runs the whole
-/// procedure (weights and the choice of the grid's weight) on each fold's training launches.
+/// (smallest median |error|, each replay weighing as much as any other; the smaller weight on a
+/// tie): how much the synthetic grid should pull is decided by cells it was not fitted to, not
+/// assumed. Every median |error| weighs each launch by its fit weight (launch_weights). The k-fold
+/// held-out error, dealt options.dealings times, runs the whole procedure (weights and the choice
+/// of the grid's weight) on each fold's training launches.
 /// Throws InputError (naming shape and direction) when a direction has fewer filled launches
 /// than the fit or the folds need.
 std::vector<ShapeFit> fit_kernel_measurements(std::vector<KernelMeasurement>& kernels, const FitOptions& options = {});

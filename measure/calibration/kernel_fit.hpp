@@ -39,7 +39,8 @@ struct KernelSample {
   /// segment, one per SM at a time) start longest first (sim/cost/kernel_cost.hpp).
   double critical_entries = 0.0;
   /// How much the sample's squared relative error counts in the fit (>= 0; 0: not fitted, only
-  /// scored). The median |error| weighs each sample alike (weight 0: only in the largest error).
+  /// scored). The median |error| weighs each sample by this weight (weight 0: only in the largest
+  /// error); R^2 counts every sample once.
   double weight = 1.0;
 };
 

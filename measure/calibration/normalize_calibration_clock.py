@@ -10,14 +10,17 @@ the clock explains, not a measurement.
 
     normalize_calibration_clock.py GRID_CSV DEST --ref-mhz F [--replays DIR ...] [--backward-replays DIR ...]
 
-Writes DEST/<GRID_CSV's name> (median_us, min_us and max_us rescaled, sm_clock_mhz set to F),
-DEST/replays/<plan>/ and DEST/backward-replays/<plan>/ (cells.csv's measured_us and
+Writes DEST/<GRID_CSV's name> (median_us, min_us, max_us and key_pass_us rescaled, sm_clock_mhz
+set to F), DEST/replays/<plan>/ and DEST/backward-replays/<plan>/ (cells.csv's measured_us and
 validation.json's measured_compute_us rescaled, their clocks set to F; every other column and key
-as it was). Exits 2 naming the file when a launch with a time has no clock (recorded before the
-probe), or a replay directory lacks cells.csv or validation.json.
+as it was). DEST must be new (or an empty directory); every input is read and checked before
+anything is written. Exits 2 naming the file (and line) when a launch with a time has no clock
+(recorded before the probe), a value is not a number, a replay directory lacks cells.csv or a
+replay's validation.json, two replays of one list share a name, or DEST is not fresh.
 """
 import argparse
 import csv
+import io
 import json
 import pathlib
 import sys
@@ -25,6 +28,16 @@ import sys
 
 class Refused(Exception):
     pass
+
+
+def number(text, where):
+    """A float from a CSV cell or JSON value; an empty cell is 0 (a clock that was not probed)."""
+    if text is None or text == "":
+        return 0.0
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise Refused(f"{where}: not a number: {text!r}") from None
 
 
 def rescaled(time_us, clock_mhz, ref_mhz, where):
@@ -35,52 +48,62 @@ def rescaled(time_us, clock_mhz, ref_mhz, where):
     return time_us * clock_mhz / ref_mhz
 
 
-def write_csv(path, header, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+def csv_text(header, rows):
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def rescaled_csv(path, clock_key, time_keys, ref_mhz):
-    """The header and rows of `path` with the `time_keys` of every row rescaled by its `clock_key`
-    (set to `ref_mhz`, or left 0 on a row that launched nothing)."""
+    """The text of `path` with the `time_keys` of every row rescaled by its `clock_key` (set to
+    `ref_mhz`, or left 0 on a row that launched nothing); optional time keys absent from the header
+    are skipped, required ones refused."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
-        header = reader.fieldnames
-        if not header or clock_key not in header:
-            raise Refused(f"{path}: no {clock_key} column (measured before the clock was probed)")
+        header = reader.fieldnames or []
         rows = list(reader)
+    for key in (clock_key, *time_keys[:1]):
+        if key not in header:
+            raise Refused(f"{path}: no {key} column" + (" (measured before the clock was probed)" if key == clock_key else ""))
+    present = [key for key in time_keys if key in header]
     for line, row in enumerate(rows, start=2):
-        clock = float(row[clock_key])
-        for key in time_keys:
-            row[key] = repr(rescaled(float(row[key]), clock, ref_mhz, f"{path} line {line}"))
+        where = f"{path} line {line}"
+        clock = number(row[clock_key], where)
+        for key in present:
+            time_us = number(row[key], where)
+            if time_us > 0.0:  # 0 or -1 (not measured) stay as written
+                row[key] = repr(rescaled(time_us, clock, ref_mhz, where))
         row[clock_key] = repr(ref_mhz if clock > 0.0 else 0.0)
-    return header, rows
+    return csv_text(header, rows)
 
 
-def normalize_grid(source, dest, ref_mhz):
-    write_csv(dest / source.name, *rescaled_csv(source, "sm_clock_mhz", ("median_us", "min_us", "max_us"), ref_mhz))
-
-
-def normalize_replay(source, dest, ref_mhz):
+def rescaled_replay(source, ref_mhz):
+    """{file name: text} of the replay directory `source` rescaled."""
     cells_path = source / "cells.csv"
     json_path = source / "validation.json"
     for path in (cells_path, json_path):
         if not path.is_file():
             raise Refused(f"{path}: missing (a replay directory holds cells.csv and validation.json)")
-    header, rows = rescaled_csv(cells_path, "measured_sm_clock_mhz", ("measured_us",), ref_mhz)
-    doc = json.loads(json_path.read_text())
-    for direction in ("forward", "backward"):
-        p = doc[direction]
-        if "measured_sm_clock_mhz" not in p:
-            raise Refused(f"{json_path}: no measured_sm_clock_mhz in {direction}")
-        p["measured_compute_us"] = [rescaled(t, c, ref_mhz, f"{json_path} {direction}")
-                                    for t, c in zip(p["measured_compute_us"], p["measured_sm_clock_mhz"])]
-        p["measured_sm_clock_mhz"] = [ref_mhz if c > 0.0 else 0.0 for c in p["measured_sm_clock_mhz"]]
-    write_csv(dest / "cells.csv", header, rows)
-    (dest / "validation.json").write_text(json.dumps(doc))
+    cells = rescaled_csv(cells_path, "measured_sm_clock_mhz", ("measured_us",), ref_mhz)
+    try:
+        doc = json.loads(json_path.read_text())
+        passes = [doc[direction] for direction in ("forward", "backward")]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise Refused(f"{json_path}: not a replay's validation.json ({error})") from None
+    for direction, p in zip(("forward", "backward"), passes):
+        where = f"{json_path} {direction}"
+        times = p.get("measured_compute_us")
+        clocks = p.get("measured_sm_clock_mhz")
+        if clocks is None:
+            raise Refused(f"{where}: no measured_sm_clock_mhz (measured before the clock was probed)")
+        if not isinstance(times, list) or not isinstance(clocks, list) or len(times) != len(clocks):
+            raise Refused(f"{where}: measured_compute_us and measured_sm_clock_mhz are not lists of one length")
+        clocks = [number(c, where) for c in clocks]
+        p["measured_compute_us"] = [rescaled(number(t, where), c, ref_mhz, where) for t, c in zip(times, clocks)]
+        p["measured_sm_clock_mhz"] = [ref_mhz if c > 0.0 else 0.0 for c in clocks]
+    return {"cells.csv": cells, "validation.json": json.dumps(doc)}
 
 
 def main():
@@ -91,19 +114,30 @@ def main():
     parser.add_argument("--replays", type=pathlib.Path, nargs="*", default=[])
     parser.add_argument("--backward-replays", type=pathlib.Path, nargs="*", default=[])
     args = parser.parse_args()
-    if not args.ref_mhz > 0.0:
-        print(f"--ref-mhz must be > 0, got {args.ref_mhz}", file=sys.stderr)
-        return 2
     try:
+        if not args.ref_mhz > 0.0:
+            raise Refused(f"--ref-mhz must be > 0, got {args.ref_mhz}")
+        # A fresh directory: rescaled files never overwrite their sources or mix with older ones.
+        if args.dest.exists() and (not args.dest.is_dir() or any(args.dest.iterdir())):
+            raise Refused(f"{args.dest}: exists and is not an empty directory (give a new one)")
         if not args.grid.is_file():
             raise Refused(f"{args.grid}: no such file")
-        normalize_grid(args.grid, args.dest, args.ref_mhz)
+        # Everything is read and checked before anything is written.
+        files = {args.dest / args.grid.name: rescaled_csv(args.grid, "sm_clock_mhz",
+                                                           ("median_us", "min_us", "max_us", "key_pass_us"), args.ref_mhz)}
         for folder, replays in (("replays", args.replays), ("backward-replays", args.backward_replays)):
             for replay in replays:
-                normalize_replay(replay, args.dest / folder / replay.name, args.ref_mhz)
+                target = args.dest / folder / replay.name
+                if target / "cells.csv" in files:
+                    raise Refused(f"{replay}: a second replay named {replay.name} in --{folder}")
+                for name, text in rescaled_replay(replay, args.ref_mhz).items():
+                    files[target / name] = text
     except Refused as error:
         print(error, file=sys.stderr)
         return 2
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     print(f"rescaled {args.grid.name} and {len(args.replays) + len(args.backward_replays)} replays to "
           f"{args.ref_mhz:.0f} MHz into {args.dest}")
     return 0

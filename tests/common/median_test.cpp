@@ -46,6 +46,7 @@ TEST(WeightedMedian, HandDerivedValues) {
   EXPECT_EQ(weighted_median({5.0}, {0.25}), 5.0);
   EXPECT_EQ(weighted_median({5.0}, {0.0}), 0.0);
   EXPECT_EQ(weighted_median({}, {}), 0.0);
+  EXPECT_THROW(weighted_median({1.0, 2.0}, {1.0}), InputError);
 }
 
 TEST(WeightedMedian, EqualsTheMedianOfTheValuesRepeatedAsOftenAsTheirWeight) {

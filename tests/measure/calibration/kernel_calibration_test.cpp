@@ -522,6 +522,7 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
     EXPECT_EQ(expected.fit->heldout_median_relative_error, shipped->fit->heldout_median_relative_error);
     EXPECT_EQ(expected.fit->heldout_max_relative_error, shipped->fit->heldout_max_relative_error);
     EXPECT_EQ(expected.fit->folds, shipped->fit->folds);
+    EXPECT_EQ(expected.fit->dealings, shipped->fit->dealings);
   }
   EXPECT_EQ(set_gpu_calibration(gpu_text, run.calibration, gpu_file), gpu_text);
 }
@@ -529,6 +530,10 @@ void expect_shipped(const std::string& csv, const std::string& gpu_file, const s
 TEST(KernelCalibration, RefitsOfTheShippedMeasurementsReproduceTheShippedCalibrations) {
   expect_shipped("h100-sxm-kernels-595a2baa-random.csv", "h100-sxm.yaml");
   expect_shipped("h200-kernels-8a07dff2-banded.csv", "h200.yaml", "h200-8a07dff2-replays", "h200-8a07dff2-backward-replays");
+  // The repeat with clocks: grid and replays measured again in one device call and refitted
+  // there; the same fit from its files here.
+  expect_shipped("h200-8a07dff2-clocks-repeat/h200-kernels-banded.csv", "docs/calibration/h200-8a07dff2-clocks-repeat/h200.yaml",
+                 "h200-8a07dff2-clocks-repeat/replays", "h200-8a07dff2-clocks-repeat/backward-replays");
 }
 
 TEST(KernelCalibration, BackwardUnitsOfTheRecordedMeasurements) {

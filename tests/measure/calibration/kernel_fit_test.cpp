@@ -130,7 +130,8 @@ TEST(KernelFit, RecoversKnownCoefficientsFromNoisyData) {
     EXPECT_NEAR(fit.coefficients.per_vertical_chunk_us / truth.per_vertical_chunk_us, 1.0, 0.03);
     EXPECT_LT(fit.median_relative_error, 0.02);
     EXPECT_LT(fit.max_relative_error, 0.06);
-    EXPECT_GT(fit.r_squared, 0.999);
+    // 1% noise leaves 1 - R^2 near 1e-4; 0.998 holds unless the largest launch draws a 4-sigma error.
+    EXPECT_GT(fit.r_squared, 0.998);
     EXPECT_EQ(fit.samples, 19);
   }
 }

@@ -110,6 +110,22 @@ TEST_F(CalibrateRefitCli, RefitsTheRecordedRunIntoItsConfig) {
   EXPECT_TRUE(contains(again.output, "already exists; pass --force")) << again.output;
 }
 
+TEST_F(CalibrateRefitCli, FoldDealingsAreRecordedAndBoundsRefused) {
+  test::CliResult r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " +
+                                  path("run.csv") + " --fold-dealings 3 --fold-seed 4",
+                              120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "held-out: 5-fold by benchmark case, dealt 3 times from seed 4")) << r.output;
+  EXPECT_TRUE(contains(read_file(dir_ / "gpu.yaml"), "folds: 5, dealings: 3}")) << read_file(dir_ / "gpu.yaml");
+  for (const char* bad : {"0", "101"}) {
+    r = run_cli("--out " + path("out") + " --force calibrate --gpu " + path("gpu.yaml") + " --refit " + path("run.csv") +
+                    " --fold-dealings " + bad,
+                120);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, std::string("--fold-dealings must be in [1, 100], got ") + bad)) << r.output;
+  }
+}
+
 /// A replay's files: cells.csv at 64x64x128, 32 heads over 4 K/V heads, 32K-token chunks (2048
 /// key blocks), the forward timed by the run's model with tiles 20% cheaper, the backward by its
 /// model; and the validation.json that names `build`.

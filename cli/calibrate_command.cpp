@@ -28,8 +28,7 @@ namespace sparsering::cli {
 namespace {
 
 void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
-  require(o.folds >= 2 && o.folds <= 100, "--folds must be in [2, 100], got ", o.folds);
-  require(o.fold_dealings >= 1 && o.fold_dealings <= 100, "--fold-dealings must be in [1, 100], got ", o.fold_dealings);
+  const FitOptions fit_options = fit_options_of(o);
   const std::filesystem::path gpu_path(o.gpu_path);
   const std::string gpu_text = read_file(gpu_path);
   const GpuConfig gpu = parse_gpu(gpu_text, gpu_path.string());
@@ -69,7 +68,7 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
   for (const std::string& cells : o.cells_paths) add_cells("--cells", cells, false);
   for (const std::string& cells : o.backward_cells_paths) add_cells("--backward-cells", cells, true);
   const CalibrationRun run =
-      refit_kernel_calibration(csv_text, o.refit_path, gpu, FitOptions{.folds = o.folds, .seed = o.fold_seed, .dealings = o.fold_dealings}, replayed);
+      refit_kernel_calibration(csv_text, o.refit_path, gpu, fit_options, replayed);
   // The configs are checked before anything is written: set_gpu_calibration parses its result.
   const std::string new_gpu_text = set_gpu_calibration(gpu_text, run.calibration, gpu_path.string());
   std::filesystem::create_directories(out_dir);
@@ -85,6 +84,12 @@ void run_refit(const CalibrateOptions& o, const GlobalOptions& global) {
 }
 
 }  // namespace
+
+FitOptions fit_options_of(const CalibrateOptions& o) {
+  require(o.folds >= 2 && o.folds <= 100, "--folds must be in [2, 100], got ", o.folds);
+  require(o.fold_dealings >= 1 && o.fold_dealings <= 100, "--fold-dealings must be in [1, 100], got ", o.fold_dealings);
+  return FitOptions{.folds = o.folds, .seed = o.fold_seed, .dealings = o.fold_dealings};
+}
 
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<CalibrateOptions>();

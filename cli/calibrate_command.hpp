@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/global_options.hpp"
+#include "measure/calibration/kernel_calibration.hpp"
 
 namespace sparsering::cli {
 
@@ -31,6 +32,10 @@ struct CalibrateOptions {
   uint64_t fold_seed = 1;
   int64_t fold_dealings = 5;
 };
+
+/// The fit options of --folds, --fold-seed and --fold-dealings (sm_count 0: the caller sets it).
+/// Throws InputError naming the flag that is out of range.
+FitOptions fit_options_of(const CalibrateOptions& options);
 
 /// Measures on this machine's GPUs, fits and writes the configs and raw data (docs/calibration.md).
 /// Throws InputError in a build without CUDA and NCCL.

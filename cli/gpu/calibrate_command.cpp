@@ -55,8 +55,7 @@ void run_calibrate_benchmarks(const CalibrateOptions& o, const GlobalOptions& gl
   require(o.repeats >= 1 && o.repeats <= 1000, "--repeats must be in [1, 1000], got ", o.repeats);
   require(o.gemm_efficiency >= 0.0 && o.gemm_efficiency <= 1.0, "--gemm-efficiency must be in (0, 1], got ", o.gemm_efficiency);
   require(!o.link_only || !o.cluster_path.empty(), "--link-only needs --cluster");
-  require(o.folds >= 2 && o.folds <= 100, "--folds must be in [2, 100], got ", o.folds);
-  require(o.fold_dealings >= 1 && o.fold_dealings <= 100, "--fold-dealings must be in [1, 100], got ", o.fold_dealings);
+  const FitOptions fit_options = fit_options_of(o);
   const std::vector<KernelShape> shapes =
       o.shapes.empty() ? default_calibration_shapes() : parse_kernel_shapes(o.shapes, "--shapes");
   const std::filesystem::path gpu_path(o.gpu_path);
@@ -108,7 +107,8 @@ void run_calibrate_benchmarks(const CalibrateOptions& o, const GlobalOptions& gl
           " describes \"", gpu.device_name, "\" (--force calibrates it anyway)");
 
   CalibrationRun run;
-  run.fit_options = FitOptions{.folds = o.folds, .seed = o.fold_seed, .sm_count = info.sm_count, .dealings = o.fold_dealings};
+  run.fit_options = fit_options;
+  run.fit_options.sm_count = info.sm_count;
   GpuCalibration& cal = run.calibration;
   cal.source = CalibrationSource::measured;
   cal.kernel_build = std::string(this_kernel_build());

@@ -97,6 +97,13 @@ int64_t replays_among(const std::vector<const KernelMeasurement*>& launches) {
   return static_cast<int64_t>(replay_names(launches).size());
 }
 
+/// Gives each of `samples` (one per launch) the fit weight of its launch (launch_weights).
+void weigh_as_the_fit(const std::vector<const KernelMeasurement*>& launches, std::vector<KernelSample>& samples,
+                      double grid_weight) {
+  const std::vector<double> weights = launch_weights(launches, grid_weight);
+  for (size_t k = 0; k < samples.size(); ++k) samples[k].weight = weights[k];
+}
+
 /// The median |error| of each replay's cells predicted by the fit (weights of `grid_weight`)
 /// without that replay, and those errors in the launches' order (0 for grid launches).
 HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launches,
@@ -118,8 +125,7 @@ HeldOutError replays_held_out(const std::vector<const KernelMeasurement*>& launc
       kept.push_back(launches[k]);
       training.push_back(samples[k]);
     }
-    const std::vector<double> weights = launch_weights(kept, grid_weight);
-    for (size_t k = 0; k < training.size(); ++k) training[k].weight = weights[k];
+    weigh_as_the_fit(kept, training, grid_weight);
     KernelCostCoefficients c;
     try {
       c = rounded_coefficients(fit_kernel_cost(training, terms).coefficients);
@@ -196,15 +202,13 @@ DirectionFit fit_direction(std::vector<KernelMeasurement>& kernels, const Kernel
           }
         }
       }
-      const std::vector<double> weights = launch_weights(launches, grid_weight);
-      for (size_t k = 0; k < samples.size(); ++k) samples[k].weight = weights[k];
+      weigh_as_the_fit(launches, samples, grid_weight);
       return rounded_coefficients(fit_kernel_cost(samples, terms).coefficients);
     };
     fit.replays = replays_among(filled_launches);
     const KernelCostCoefficients c = choose_and_fit(filled_launches, filled, fit.grid_weight, fit.replayed_heldout);
     // The error figures weigh each launch as the fit did (the held-out folds refit with their own).
-    const std::vector<double> weights = launch_weights(filled_launches, fit.grid_weight);
-    for (size_t k = 0; k < filled.size(); ++k) filled[k].weight = weights[k];
+    weigh_as_the_fit(filled_launches, filled, fit.grid_weight);
     fit.fit = evaluate_kernel_cost(c, filled);
     fit.under = evaluate_kernel_cost(c, under);
     TrainingFit fold_fit;

@@ -25,27 +25,8 @@ import json
 import pathlib
 import sys
 
-
-class Refused(Exception):
-    pass
-
-
-def number(text, where):
-    """A float from a CSV cell or JSON value; an empty cell is 0 (a clock that was not probed)."""
-    if text is None or text == "":
-        return 0.0
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        raise Refused(f"{where}: not a number: {text!r}") from None
-
-
-def rescaled(time_us, clock_mhz, ref_mhz, where):
-    if time_us <= 0.0:
-        return time_us
-    if not clock_mhz > 0.0:
-        raise Refused(f"{where}: a time of {time_us} us without a clock (measured before the clock was probed)")
-    return time_us * clock_mhz / ref_mhz
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "validation"))
+from clock_rescale import Refused, number, rescaled, rescale_passes  # noqa: E402
 
 
 def csv_text(header, rows):
@@ -89,20 +70,9 @@ def rescaled_replay(source, ref_mhz):
     cells = rescaled_csv(cells_path, "measured_sm_clock_mhz", ("measured_us",), ref_mhz)
     try:
         doc = json.loads(json_path.read_text())
-        passes = [doc[direction] for direction in ("forward", "backward")]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except json.JSONDecodeError as error:
         raise Refused(f"{json_path}: not a replay's validation.json ({error})") from None
-    for direction, p in zip(("forward", "backward"), passes):
-        where = f"{json_path} {direction}"
-        times = p.get("measured_compute_us")
-        clocks = p.get("measured_sm_clock_mhz")
-        if clocks is None:
-            raise Refused(f"{where}: no measured_sm_clock_mhz (measured before the clock was probed)")
-        if not isinstance(times, list) or not isinstance(clocks, list) or len(times) != len(clocks):
-            raise Refused(f"{where}: measured_compute_us and measured_sm_clock_mhz are not lists of one length")
-        clocks = [number(c, where) for c in clocks]
-        p["measured_compute_us"] = [rescaled(number(t, where), c, ref_mhz, where) for t, c in zip(times, clocks)]
-        p["measured_sm_clock_mhz"] = [ref_mhz if c > 0.0 else 0.0 for c in clocks]
+    rescale_passes(doc, ref_mhz, str(json_path))
     return {"cells.csv": cells, "validation.json": json.dumps(doc)}
 
 

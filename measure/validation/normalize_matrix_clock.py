@@ -13,13 +13,16 @@ SOURCE holds <kind>/<case>/validation.json with `measured_sm_clock_mhz` in both 
 since the probe); DEST receives the same files with measured_compute_us x clock / REF_MHZ and the
 clocks set to REF_MHZ. REF_MHZ defaults to the median clock of every cell of SOURCE that launched.
 Predict DEST again (measure/validation/predict_matrix.sh with MATRIX=DEST) to re-derive the layer
-times from the rescaled cells. Exits 2 when a case has no clocks.
+times from the rescaled cells (measure/validation/clock_rescale.py). Exits 2, writing nothing,
+when a case has no clocks or a cell has a time but no clock.
 """
 import argparse
 import json
 import pathlib
 import statistics
 import sys
+
+from clock_rescale import Refused, rescale_passes
 
 
 def main():
@@ -32,24 +35,23 @@ def main():
     if not docs:
         print(f"no <kind>/<case>/validation.json under {args.source}", file=sys.stderr)
         return 2
-    clocks = []
-    for path, doc in docs.items():
-        for direction in ("forward", "backward"):
-            if "measured_sm_clock_mhz" not in doc[direction]:
-                print(f"{path}: no measured_sm_clock_mhz in {direction} (measured before the clock was probed)",
-                      file=sys.stderr)
-                return 2
-            clocks += [c for c in doc[direction]["measured_sm_clock_mhz"] if c > 0]
-    ref = args.ref_mhz if args.ref_mhz else statistics.median(clocks)
-    if not ref > 0:
-        print(f"--ref-mhz must be > 0, got {ref}", file=sys.stderr)
+    try:
+        clocks = []
+        for path, doc in docs.items():
+            for direction in ("forward", "backward"):
+                p = doc.get(direction, {})
+                if "measured_sm_clock_mhz" not in p:
+                    raise Refused(f"{path}: no measured_sm_clock_mhz in {direction} (measured before the clock was probed)")
+                clocks += [c for c in p["measured_sm_clock_mhz"] if c > 0]
+        ref = args.ref_mhz if args.ref_mhz else statistics.median(clocks)
+        if not ref > 0:
+            raise Refused(f"--ref-mhz must be > 0, got {ref}")
+        for path, doc in docs.items():  # every case checked before anything is written
+            rescale_passes(doc, ref, str(path))
+    except Refused as error:
+        print(error, file=sys.stderr)
         return 2
     for path, doc in docs.items():
-        for direction in ("forward", "backward"):
-            p = doc[direction]
-            p["measured_compute_us"] = [t * c / ref if c > 0 else t
-                                        for t, c in zip(p["measured_compute_us"], p["measured_sm_clock_mhz"])]
-            p["measured_sm_clock_mhz"] = [ref if c > 0 else 0.0 for c in p["measured_sm_clock_mhz"]]
         out = args.dest / path.relative_to(args.source)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc))

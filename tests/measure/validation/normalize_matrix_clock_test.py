@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests measure/validation/normalize_matrix_clock.py: every cell's time scaled by its clock over
 the reference (given, or the median clock of the cells that launched), empty cells untouched, the
-rest of the file kept, a replay without clocks refused (exit 2)."""
+rest of the file kept, a replay without clocks or a cell with a time but no clock refused (exit 2)."""
 import json
 import pathlib
 import subprocess
@@ -36,6 +36,12 @@ def main():
         assert result.returncode == 0 and "to 1900 MHz" in result.stdout, result
         out = json.loads((tmp / "b" / "gpu-x" / "m01-x" / "validation.json").read_text())
         assert abs(out["forward"]["measured_compute_us"][2] - 300.0 * 2000 / 1900) < 1e-9, out
+        # A cell with a time but no clock would stay in microseconds among cycles: refused, nothing written.
+        doc["forward"]["measured_sm_clock_mhz"] = [1800.0, 0.0, 0.0]
+        (case / "validation.json").write_text(json.dumps(doc))
+        refused = run(tmp / "src", tmp / "e", "--ref-mhz", 2000)
+        assert refused.returncode == 2 and "a time of 300.0 us without a clock" in refused.stderr, refused
+        assert not (tmp / "e").exists(), "nothing written"
         del doc["backward"]["measured_sm_clock_mhz"]
         (case / "validation.json").write_text(json.dumps(doc))
         refused = run(tmp / "src", tmp / "c")

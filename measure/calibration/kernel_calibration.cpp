@@ -67,7 +67,13 @@ double benchmark_sm_clock_mhz(const std::vector<KernelMeasurement>& kernels) {
 }
 
 KernelTerms fit_terms(const std::vector<KernelMeasurement>& launches, const std::string& direction, int64_t sm_count) {
-  if (direction != "backward" || launches.empty()) return KernelTerms::four_terms();
+  if (launches.empty()) return KernelTerms::four_terms();
+  if (direction != "backward") {
+    for (const KernelMeasurement& k : launches) {
+      if (k.column_items < 0) return KernelTerms::four_terms();  // recorded before items were
+    }
+    return KernelTerms::forward_units();
+  }
   bool partial_items = false;
   bool partial_key_lists = false;
   bool longest_recorded = sm_count >= 1;

@@ -118,7 +118,9 @@ CalibratedShape calibrated_shape(const ShapeFit& fit);
 /// Throws InputError naming `source_name`, the line and the column for a missing column or a bad value.
 std::vector<KernelMeasurement> parse_kernel_measurements_csv(const std::string& text, std::string_view source_name);
 
-/// The terms the fit of `launches` (one shape and direction) uses: the backward's units
+/// The terms the fit of `launches` (one shape and direction) uses: the forward's units
+/// (KernelTerms::forward_units: lists, tiles, 64-column items) when every forward launch records
+/// its items, else the four terms; the backward's units
 /// (KernelTerms::backward_units, with the per-column term when some launch has a partly filled
 /// 64-column item, and the per-key-block term when some filled launch lists a part of its chunk,
 /// lists_part_of_the_chunk) when every backward launch records them, else the four terms; with the

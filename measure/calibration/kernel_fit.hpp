@@ -1,5 +1,6 @@
 // Least-squares fit of the kernel cost model of sim/cost/kernel_cost.hpp to measured launches:
-//   forward:  time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_vertical_chunk_us x column_chunks
+//   forward:  time_us = launch_us + per_list_us x lists + per_tile_us x tiles + per_column_item_us x column_items
+//             (per_vertical_chunk_us x column_chunks instead, for launches recorded without items)
 //   backward: time_us = launch_us + per_key_list_us x key_lists + per_tile_us x tiles
 //                       + per_column_list_us x column_lists + per_column_item_us x column_items
 //                       (+ per_column_us x columns when the launches separate it from the items)
@@ -58,6 +59,10 @@ struct KernelTerms {
 
   /// The forward's (and the earlier backward's) four terms.
   static KernelTerms four_terms() { return {}; }
+  /// The forward's units (kernels/cuda/sparse_attn_fwd*.cu): lists, tiles and the 64-column items
+  /// its CTAs gather columns in, whatever the key block (a block_k chunk of 128 columns is two
+  /// items, a list of 70 columns two as well).
+  static KernelTerms forward_units() { return {.list = true, .tile = true, .chunk = false, .column_item = true}; }
   /// The backward's units (kernels/cuda/sparse_attn_bwd.cu); `columns` adds the per-column term,
   /// which only launches with partly filled 64-column items separate from the items, and
   /// `key_blocks` the per-key-block term, which only launches whose key lists cover a part of the

@@ -316,6 +316,49 @@ TEST(KernelCalibration, ThePerKeyBlockTermIsFittedOnlyWhenFilledLaunchesListAPar
   EXPECT_FALSE(four.key_list);
 }
 
+TEST(KernelCalibration, TheForwardIsFittedOnItsSixtyFourColumnItems) {
+  // Forward launches at 128-token blocks whose lists gather 1-200 columns: a block_k chunk of 128
+  // columns is one chunk but two of the kernel's 64-column items, so times made from a cost per
+  // item are fitted exactly by the forward's units and not by the chunks.
+  std::mt19937_64 rng = testing_support::test_rng();
+  const double launch_us = 9.0, list_us = 0.05, tile_us = 0.0165, item_us = 0.015;
+  std::vector<KernelMeasurement> launches;
+  std::vector<KernelSample> samples;
+  for (int k = 0; k < 40; ++k) {
+    const int64_t tokens = int64_t{4096} << std::uniform_int_distribution<int>(0, 4)(rng);  // lists vary too
+    KernelMeasurement m = launch("forward", 16, 2, tokens, 128);
+    const int64_t tiles_per_list = std::uniform_int_distribution<int64_t>(1, 16)(rng);
+    const int64_t columns_per_list = std::uniform_int_distribution<int64_t>(1, 200)(rng);
+    m.tiles = tiles_per_list * m.lists;
+    m.columns = columns_per_list * m.lists;
+    m.column_chunks = (columns_per_list + 127) / 128 * m.lists;
+    m.column_items = (columns_per_list + 63) / 64 * m.lists;
+    m.median_us = launch_us + list_us * static_cast<double>(m.lists) + tile_us * static_cast<double>(m.tiles) +
+                  item_us * static_cast<double>(m.column_items);
+    m.under_filled = false;
+    launches.push_back(m);
+    KernelSample s{m.tiles, m.column_chunks, m.median_us, m.lists};
+    s.column_items = m.column_items;
+    samples.push_back(s);
+  }
+  const KernelTerms terms = fit_terms(launches, "forward");
+  EXPECT_TRUE(terms.column_item);
+  EXPECT_FALSE(terms.chunk);
+  const KernelFit items = fit_kernel_cost(samples, terms);
+  EXPECT_NEAR(items.coefficients.launch_us, launch_us, 1e-6);
+  EXPECT_NEAR(items.coefficients.per_list_us, list_us, 1e-9);
+  EXPECT_NEAR(items.coefficients.per_tile_us, tile_us, 1e-9);
+  EXPECT_NEAR(items.coefficients.per_column_item_us, item_us, 1e-9);
+  EXPECT_EQ(items.coefficients.per_vertical_chunk_us, 0.0);
+  EXPECT_LT(items.max_relative_error, 1e-9);
+  EXPECT_GT(fit_kernel_cost(samples, KernelTerms::four_terms()).max_relative_error, 1e-3);
+  // Launches recorded before items were (column_items -1) keep the four terms.
+  launches[3].column_items = -1;
+  const KernelTerms four = fit_terms(launches, "forward");
+  EXPECT_TRUE(four.chunk);
+  EXPECT_FALSE(four.column_item);
+}
+
 TEST(KernelCalibration, CriticalEntriesAndTheirTerm) {
   // Entries of the heaviest segment beyond tiles / SMs, by hand: 4096 tiles on 128 SMs is 32 each.
   KernelMeasurement m = launch("backward", 16, 2, 8192);

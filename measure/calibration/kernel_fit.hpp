@@ -32,7 +32,7 @@ struct KernelSample {
   int64_t lists = 0;          ///< non-empty (head, query block) lists of the launch
   int64_t key_lists = 0;      ///< non-empty (K/V head, key block) segments (backward key-block pass)
   int64_t column_lists = 0;   ///< lists with a column (backward column pass CTAs per 64 queries)
-  int64_t column_items = 0;   ///< sum over lists of ceil(columns / 64) (backward column pass items)
+  int64_t column_items = 0;   ///< sum over lists of ceil(columns / 64) (forward items, backward column pass items)
   int64_t columns = 0;        ///< gathered columns, all lists
   int64_t key_blocks = 0;     ///< (K/V head, key block) pairs of the held chunk, listed or not (key-block pass grid)
   /// Entries by which the heaviest key-block segment exceeds the per-SM share of the tiles,

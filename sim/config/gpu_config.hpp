@@ -32,7 +32,7 @@ struct KernelCostCoefficients {
   double per_vertical_chunk_us = 0.0;  ///< per block_k gathered vertical columns of one query block
   double per_key_list_us = 0.0;        ///< per non-empty (K/V head, key block) segment (key-block pass)
   double per_column_list_us = 0.0;     ///< per (head, query block) list with a column (column pass)
-  double per_column_item_us = 0.0;     ///< per 64 gathered columns of one list (column pass)
+  double per_column_item_us = 0.0;     ///< per 64 gathered columns of one list (forward, backward column pass)
   double per_column_us = 0.0;          ///< per gathered column (column pass: its dK/dV atomics)
   double per_key_block_us = 0.0;       ///< per (K/V head, key block) of the held chunk, listed or not (key-block pass grid)
   double per_critical_entry_us = 0.0;  ///< per entry of the heaviest key-block segment beyond tiles / SMs (critical path)

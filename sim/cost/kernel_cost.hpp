@@ -39,7 +39,7 @@ struct KernelCoefficients {
   double per_head_us = 0.0;
   double per_key_list_us = 0.0;     ///< per non-empty (K/V head, key block) segment (backward key-block pass)
   double per_column_list_us = 0.0;  ///< per list with a column (backward column pass CTAs)
-  double per_column_item_us = 0.0;  ///< per 64 gathered columns of a list (backward column pass items)
+  double per_column_item_us = 0.0;  ///< per 64 gathered columns of a list (forward items, backward column pass items)
   double per_column_us = 0.0;       ///< per gathered column (backward column pass: dK/dV atomics)
   double per_key_block_us = 0.0;    ///< per (K/V head, key block) of the held chunk, listed or not (LaunchGeometry)
   double per_critical_entry_us = 0.0;  ///< per entry of the longest key list beyond tiles / sm_count

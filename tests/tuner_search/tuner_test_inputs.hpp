@@ -28,8 +28,8 @@ inline ModelConfig tiny_model(int64_t layers = 2, int64_t q_heads = 4, int64_t k
 }
 
 /// A GPU with `memory_gib` of memory; calibrated (block 64, head dim 64) unless `roofline`. With
-/// `backward_units` the calibration charges what the shipped ones do: a forward cost per list and
-/// a backward in its kernel's units (key lists, column lists, 64-column items, columns and the key
+/// `backward_units` the calibration charges what the shipped ones do: a forward per list, tile and
+/// 64-column item and a backward in its kernel's units (key lists, column lists, 64-column items, columns and the key
 /// blocks of the held chunk), in proportions like the shipped H100's.
 inline GpuConfig test_gpu(double memory_gib, bool roofline = false, bool backward_units = false) {
   GpuConfig gpu;
@@ -46,6 +46,8 @@ inline GpuConfig test_gpu(double memory_gib, bool roofline = false, bool backwar
     shape.backward = {4.0, 0.0, 0.05, 0.07};
     if (backward_units) {
       shape.forward.per_list_us = 0.05;
+      shape.forward.per_column_item_us = shape.forward.per_vertical_chunk_us;
+      shape.forward.per_vertical_chunk_us = 0.0;
       shape.backward = KernelCostCoefficients{};
       shape.backward.launch_us = 4.0;
       shape.backward.per_tile_us = 0.05;

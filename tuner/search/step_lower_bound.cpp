@@ -346,7 +346,8 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
           }
           // The busiest rank does at least the average: the group's tiles, columns and column
           // lists spread evenly over the ring (a row's chunks are at least its uncovered columns
-          // / block, and one per column list; a column list has an item).
+          // / block and its 64-column items its uncovered columns / 64, and each at least one per
+          // column list).
           const double batch = static_cast<double>(tmpl.micro_batch_sequences);
           const double ranks = static_cast<double>(t->ranks);
           const double per_rank = static_cast<double>(tiles) * batch / ranks;
@@ -354,6 +355,7 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
           const double column_lists_per_rank = static_cast<double>(column_rows) * batch / ranks;
           const double chunks_per_rank =
               std::max(columns_per_rank / static_cast<double>(g.block), column_lists_per_rank);
+          const double items_per_rank = std::max(columns_per_rank / 64.0, column_lists_per_rank);
           // Every rank's own cell runs (a kernel with a list per local row and head: each row
           // has its diagonal tile there). Each cell's kernel time rounds to the nearest ns:
           // allow W ns of rounding per rank.
@@ -367,7 +369,7 @@ StepLowerBound::StepLowerBound(const ModelConfig& model, const ClusterConfig& cl
                               c.per_list_us * own_lists + c.per_tile_us * per_rank +
                               c.per_vertical_chunk_us * chunks_per_rank + c.per_key_list_us * own_keys +
                               c.per_key_block_us * own_keys + c.per_column_list_us * column_lists_per_rank +
-                              c.per_column_item_us * column_lists_per_rank + c.per_column_us * columns_per_rank;
+                              c.per_column_item_us * items_per_rank + c.per_column_us * columns_per_rank;
             return std::max<SimNs>(0, static_cast<SimNs>(us * 1e3) - t->ranks - 1);
           };
           t->coarse_f[static_cast<size_t>(l)] = std::max(t->coarse_f[static_cast<size_t>(l)], bound(cost.forward));

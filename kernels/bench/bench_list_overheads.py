@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
-HEADS, KV_HEADS, DIM = 16, 2, 128
+HEADS, KV_HEADS, DIM = 16, 2, 128  # query and K/V heads: --heads / --kv-heads
 
 
 def lists_index(q_blocks: int, tiles_of, columns_of=None) -> tuple:
@@ -132,11 +132,15 @@ def derive(m: dict) -> dict:
 
 
 def main() -> int:
+    global HEADS, KV_HEADS  # the index builders and the timing read them
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lib", required=True, help="path of libsparsering_kernels.so")
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--q-blocks", type=int, default=1024, help="query blocks per head (even)")
     parser.add_argument("--tiles", default="2,8", help="T values, comma-separated")
+    parser.add_argument("--heads", type=int, default=HEADS, help="query heads")
+    parser.add_argument("--kv-heads", type=int, default=KV_HEADS, help="K/V heads (dividing --heads)")
+    parser.add_argument("--blocks", default="64,128", help="block sizes to run, comma-separated (64, 128)")
     parser.add_argument("--column-chunks", default="1,4", help="64-key chunks per list in the column runs")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=11)
@@ -144,11 +148,19 @@ def main() -> int:
     if args.q_blocks < 8 or args.q_blocks % 2:
         print(f"--q-blocks must be even and >= 8, got {args.q_blocks}", file=sys.stderr)
         return 2
+    if args.heads < 1 or args.kv_heads < 1 or args.heads % args.kv_heads:
+        print(f"--heads ({args.heads}) must be a positive multiple of --kv-heads ({args.kv_heads})", file=sys.stderr)
+        return 2
+    blocks = [int(b) for b in args.blocks.split(",") if b]
+    if not blocks or any(b not in (64, 128) for b in blocks):
+        print(f"--blocks must list 64 and/or 128, got {args.blocks!r}", file=sys.stderr)
+        return 2
+    HEADS, KV_HEADS = args.heads, args.kv_heads
     from sparsering.capi import SparseringKernels
     lib = SparseringKernels(args.lib)
     torch.manual_seed(0)
     runs, column_runs = [], []
-    for block, kernels in ((64, ["mma_sync"]), (128, ["mma_sync", "wgmma"])):
+    for block, kernels in ((b, ["mma_sync"] if b == 64 else ["mma_sync", "wgmma"]) for b in blocks):
         for kernel in kernels:
             os.environ["SPARSERING_FORWARD_KERNEL"] = kernel
             for t in (int(s) for s in args.tiles.split(",") if s):

@@ -72,7 +72,7 @@ def variants(q_blocks: int, t: int) -> dict:
         "half": (q_blocks, lists_index(q_blocks, lambda i: below(i, t, need, True))),
         "half 2T": (q_blocks, lists_index(q_blocks, lambda i: below(i, 2 * t, need, True))),
         "full": (q_blocks, lists_index(q_blocks, lambda i: below(i, t, need, False))),
-        "compact": (q_blocks // 2, lists_index(q_blocks // 2, lambda i: below(i, t, t, False) if i >= need // 2 else [])),
+        "compact": (q_blocks // 2, lists_index(q_blocks // 2, lambda i: below(i, t, t, False))),
     }
 
 
@@ -100,6 +100,13 @@ def column_variants(q_blocks: int, block: int, t: int, chunks: int, seed: int) -
             "+ scattered columns": (q_blocks, lists_index(q_blocks, tiles_of, scattered))}
 
 
+def index_counts(q_blocks: int, arrays: tuple) -> dict:
+    """CTAs (one per row and query block), non-empty lists, tiles and gathered columns of an index."""
+    offsets, tile_block, _, _, columns = arrays
+    return {"ctas": HEADS * q_blocks, "lists": int((np.diff(offsets) > 0).sum()), "tiles": int(tile_block.size),
+            "columns": int(columns.size)}
+
+
 def time_variant(lib, block: int, q_blocks: int, arrays: tuple, args) -> dict:
     from bench_attention import time_ms  # the GPU harness (imports the peers, which need a recent torch)
     from sparsering.capi import DeviceIndex
@@ -111,11 +118,8 @@ def time_variant(lib, block: int, q_blocks: int, arrays: tuple, args) -> dict:
     lse = torch.full((1, HEADS, n), -math.inf, device="cuda", dtype=torch.float32)
     index = DeviceIndex.from_numpy(block, block, q_blocks, *arrays)
     timing = time_ms(lambda: lib.sparse_attn_fwd(q, k, v, index, out, lse), args.warmup, args.repeats)
-    offsets = arrays[0]
-    lists = int((np.diff(offsets) > 0).sum())
-    return {"tokens": n, "ctas": HEADS * q_blocks, "lists": lists, "tiles": int(arrays[1].size),
-            "columns": int(arrays[4].size),
-            "median_us": 1e3 * timing["median_ms"], "min_us": 1e3 * timing["min_ms"], "max_us": 1e3 * timing["max_ms"]}
+    return {"tokens": n, **index_counts(q_blocks, arrays), "median_us": 1e3 * timing["median_ms"],
+            "min_us": 1e3 * timing["min_ms"], "max_us": 1e3 * timing["max_ms"]}
 
 
 def derive(m: dict) -> dict:
@@ -129,6 +133,40 @@ def derive(m: dict) -> dict:
         f["lists"] - h2["lists"])
     return {"per_tile_ns": 1e3 * per_tile, "per_empty_cta_ns": 1e3 * per_empty, "per_list_ns": 1e3 * per_list,
             "list_in_tiles": per_list / per_tile}
+
+
+def per_chunk_ns(m: dict, chunks: int) -> dict:
+    """Cost of 64 gathered keys, consecutive and scattered, from the column variants' times: what a
+    list's `chunks` chunks add to "tiles only", per chunk."""
+    base = m["tiles only"]
+    return {name: 1e3 * (m[name]["median_us"] - base["median_us"]) / (base["lists"] * chunks)
+            for name in ("+ consecutive columns", "+ scattered columns")}
+
+
+def print_table(head: str, lines: list) -> None:
+    print(head)
+    print("-" * len(head))
+    for line in lines:
+        print(line)
+
+
+def print_results(runs: list, column_runs: list) -> None:
+    """The two tables: per-list, per-tile and per-empty-CTA costs, then per-chunk costs."""
+    print_table(f"{'block':>5} {'kernel':>8} {'T':>3} | {'half':>8} {'half 2T':>8} {'full':>8} {'compact':>8} us | "
+                f"{'tile ns':>7} {'empty CTA ns':>12} {'list ns':>8} {'list / tile':>11}",
+                [f"{r['block']:>5} {r['kernel']:>8} {r['tiles_per_list']:>3} | {r['variants']['half']['median_us']:>8.1f} "
+                 f"{r['variants']['half 2T']['median_us']:>8.1f} {r['variants']['full']['median_us']:>8.1f} "
+                 f"{r['variants']['compact']['median_us']:>8.1f}    | {r['derived']['per_tile_ns']:>7.2f} "
+                 f"{r['derived']['per_empty_cta_ns']:>12.2f} {r['derived']['per_list_ns']:>8.2f} "
+                 f"{r['derived']['list_in_tiles']:>11.2f}" for r in runs])
+    print_table(f"{'block':>5} {'kernel':>8} {'chunks':>6} | {'tiles only':>10} {'+ consec.':>9} {'+ scatt.':>9} us | "
+                f"{'consecutive chunk ns':>20} {'scattered chunk ns':>18}",
+                [f"{r['block']:>5} {r['kernel']:>8} {r['chunks_per_list']:>6} | "
+                 f"{r['variants']['tiles only']['median_us']:>10.1f} "
+                 f"{r['variants']['+ consecutive columns']['median_us']:>9.1f} "
+                 f"{r['variants']['+ scattered columns']['median_us']:>9.1f}    | "
+                 f"{r['per_chunk_ns']['+ consecutive columns']:>20.2f} {r['per_chunk_ns']['+ scattered columns']:>18.2f}"
+                 for r in column_runs])
 
 
 def main() -> int:
@@ -174,34 +212,14 @@ def main() -> int:
             for chunks in (int(s) for s in args.column_chunks.split(",") if s):
                 measured = {name: time_variant(lib, block, qb, arrays, args)
                             for name, (qb, arrays) in column_variants(args.q_blocks, block, 2, chunks, 1).items()}
-                base = measured["tiles only"]
-                per_chunk = {name: 1e3 * (measured[name]["median_us"] - base["median_us"]) / (base["lists"] * chunks)
-                             for name in ("+ consecutive columns", "+ scattered columns")}
                 column_runs.append({"block": block, "kernel": kernel, "tiles_per_list": 2, "chunks_per_list": chunks,
-                                    "variants": measured, "per_chunk_ns": per_chunk})
+                                    "variants": measured, "per_chunk_ns": per_chunk_ns(measured, chunks)})
     os.environ.pop("SPARSERING_FORWARD_KERNEL", None)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "heads": HEADS, "kv_heads": KV_HEADS,
             "head_dim": DIM, "q_blocks": args.q_blocks, "warmup": args.warmup, "repeats": args.repeats}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "runs": runs, "column_runs": column_runs}, f, indent=1)
-    head = (f"{'block':>5} {'kernel':>8} {'T':>3} | {'half':>8} {'half 2T':>8} {'full':>8} {'compact':>8} us | "
-            f"{'tile ns':>7} {'empty CTA ns':>12} {'list ns':>8} {'list / tile':>11}")
-    print(head)
-    print("-" * len(head))
-    for r in runs:
-        v, d = r["variants"], r["derived"]
-        print(f"{r['block']:>5} {r['kernel']:>8} {r['tiles_per_list']:>3} | {v['half']['median_us']:>8.1f} "
-              f"{v['half 2T']['median_us']:>8.1f} {v['full']['median_us']:>8.1f} {v['compact']['median_us']:>8.1f}    | "
-              f"{d['per_tile_ns']:>7.2f} {d['per_empty_cta_ns']:>12.2f} {d['per_list_ns']:>8.2f} {d['list_in_tiles']:>11.2f}")
-    head = (f"{'block':>5} {'kernel':>8} {'chunks':>6} | {'tiles only':>10} {'+ consec.':>9} {'+ scatt.':>9} us | "
-            f"{'consecutive chunk ns':>20} {'scattered chunk ns':>18}")
-    print(head)
-    print("-" * len(head))
-    for r in column_runs:
-        v, c = r["variants"], r["per_chunk_ns"]
-        print(f"{r['block']:>5} {r['kernel']:>8} {r['chunks_per_list']:>6} | {v['tiles only']['median_us']:>10.1f} "
-              f"{v['+ consecutive columns']['median_us']:>9.1f} {v['+ scattered columns']['median_us']:>9.1f}    | "
-              f"{c['+ consecutive columns']:>20.2f} {c['+ scattered columns']:>18.2f}")
+    print_results(runs, column_runs)
     return 0
 
 

@@ -3,6 +3,9 @@
 needs (ctest labels torch, cpu), and its formulas give back the per-tile, per-list and per-empty-CTA
 costs of launch times made from known costs.
 """
+import contextlib
+import io
+import json
 import os
 import random
 import sys
@@ -16,18 +19,12 @@ import numpy as np  # noqa: E402
 import bench_list_overheads as bench  # noqa: E402
 
 
-def counts(q_blocks, arrays):
-    offsets, tile_block, _, column_offsets, columns = arrays
-    return {"ctas": bench.HEADS * q_blocks, "lists": int((np.diff(offsets) > 0).sum()), "tiles": int(tile_block.size),
-            "columns": int(columns.size)}
-
-
 def main():
     checks = Checks("bench_list_overheads_test")
     seed = test_seed("bench_list_overheads_test")
     rng = random.Random(seed)
     for q_blocks, t in ((16, 1), (16, 2), (64, 8), (2 * rng.randint(4, 40), rng.randint(1, 3))):
-        v = {name: counts(qb, arrays) for name, (qb, arrays) in bench.variants(q_blocks, t).items()}
+        v = {name: bench.index_counts(qb, arrays) for name, (qb, arrays) in bench.variants(q_blocks, t).items()}
         what = f"q_blocks {q_blocks}, T {t}"
         checks.true(f"{what}: half and compact list the same tiles",
                     v["half"]["lists"] == v["compact"]["lists"] and v["half"]["tiles"] == v["compact"]["tiles"], str(v))
@@ -49,10 +46,10 @@ def main():
         q_blocks = 32
         what = f"block {block}, T {t}, {chunks} chunks"
         runs = bench.column_variants(q_blocks, block, t, chunks, seed)
-        base = counts(*runs["tiles only"])
+        base = bench.index_counts(*runs["tiles only"])
         for name in ("+ consecutive columns", "+ scattered columns"):
             qb, arrays = runs[name]
-            c = counts(qb, arrays)
+            c = bench.index_counts(qb, arrays)
             checks.true(f"{what}, {name}: the tiles-only lists and tiles",
                         c["lists"] == base["lists"] and c["tiles"] == base["tiles"], f"{c} vs {base}")
             checks.true(f"{what}, {name}: {64 * chunks} columns per list", c["columns"] == base["lists"] * 64 * chunks, str(c))
@@ -67,6 +64,26 @@ def main():
                 if name == "+ consecutive columns":
                     ok = ok and bool(np.all(np.diff(keys) == 1))
             checks.true(f"{what}, {name}: ascending, unique, below the list's tiles", ok)
+        # Times made from a known cost per chunk of 64 keys give it back.
+        chunk_us = rng.uniform(0.01, 0.03)
+        counted = {name: bench.index_counts(qb, arrays) for name, (qb, arrays) in runs.items()}
+        timed = {name: dict(c, median_us=5.0 + 0.02 * c["tiles"] + chunk_us * c["columns"] / 64)
+                 for name, c in counted.items()}
+        for name, got in bench.per_chunk_ns(timed, chunks).items():
+            checks.bound(f"{what}, {name}: per chunk", abs(got - 1e3 * chunk_us), 1e-6)
+    # The recorded H200 runs print a row per run under each header.
+    recorded = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "perf",
+                            "h200-list-overheads", "first.json")
+    with open(recorded) as f:
+        data = json.load(f)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench.print_results(data["runs"], data["column_runs"])
+    lines = printed.getvalue().splitlines()
+    checks.true("the recorded runs print one row each under two headers",
+                len(lines) == 4 + len(data["runs"]) + len(data["column_runs"]), f"{len(lines)} lines")
+    checks.true("a printed row carries its derived figure",
+                f"{data['runs'][0]['derived']['per_list_ns']:.2f}" in lines[2], lines[2])
     return checks.finish()
 
 

@@ -26,12 +26,15 @@
 
 #include <cfloat>
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "common/error.hpp"
 #include "kernels/cuda/attention_checks.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/estimate_pattern_sm90.hpp"
+#include "kernels/cuda/estimate_row_statistics.cuh"
 #include "kernels/cuda/warp_mma.cuh"
 
 namespace sparsering {
@@ -47,7 +50,8 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Pass 1: 2 m-tiles (32 query rows) per warp, 256 rows of the group per CTA ("round"), 2048 keys.
 constexpr int kP1TilesPerWarp = 2;
 constexpr int kP1MTilesPerCta = kWarps * kP1TilesPerWarp;
-constexpr int kP1ChunkKeys = 2048;
+constexpr int kP1ChunkKeys = kEstimatePass1ChunkKeys;
+static_assert(kP1MTilesPerCta * 16 == kEstimatePass1RowsPerCta, "a round is the CTA's query rows");
 constexpr int kP1Stages = 3;  // key tiles in flight: one CTA per SM hides the loads alone
 // Pass 2: kP2MTiles x 16 keys per warp, 8 warps per chunk, 4 chunks per CTA (the next chunk's K
 // loads while the current one computes), query tiles of 64. One m-tile per warp (128 registers,
@@ -168,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int tile = 0; tile < kP1Stages - 1; ++tile) issue(tile);
 
   // This warp's query rows: group m-tile gm = round * 16 + warp * 2 + i is head gm / m_tiles_per_head,
-  // queries (gm % m_tiles_per_head) * 16 + 0..15. Q fragments straight from global memory (A layout).
+  // queries (gm % m_tiles_per_head) * 16 + 0..15.
   uint32_t q_frag[kP1TilesPerWarp][kSteps][4];
   int32_t q_global[kP1TilesPerWarp][2];
   int out_row[kP1TilesPerWarp];
@@ -178,34 +182,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < kP1TilesPerWarp; ++i) {
     const int gm = static_cast<int>(blockIdx.z) * kP1MTilesPerCta + warp * kP1TilesPerWarp + i;
     const bool tile_valid = gm < valid_m_tiles;
-    const int g = tile_valid ? gm / m_tiles_per_head : 0;
-    const int64_t t0 = tile_valid ? int64_t{gm % m_tiles_per_head} * 16 : 0;
-    out_row[i] = group.q_row(p.shape, g);
-    out_t[i] = t0;
-    const uint32_t* q_words = reinterpret_cast<const uint32_t*>(p.q_last + int64_t{out_row[i]} * last_q * kHeadDim);
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int64_t t = t0 + lane / 4 + rr * 8;
-      const bool row_valid = tile_valid && t < last_q;
-      q_global[i][rr] = row_valid ? static_cast<int32_t>(first_query + t) : -1;
-#pragma unroll
-      for (int kk = 0; kk < kSteps; ++kk) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int64_t word = (t * kHeadDim + kk * 16 + half * 8 + (lane % 4) * 2) / 2;
-          q_frag[i][kk][rr + 2 * half] = row_valid ? q_words[word] : 0u;
-        }
-      }
-    }
+    out_row[i] = group.q_row(p.shape, tile_valid ? gm / m_tiles_per_head : 0);
+    out_t[i] = tile_valid ? int64_t{gm % m_tiles_per_head} * 16 : 0;
+    cuda::load_query_fragments<kHeadDim>(q_frag[i], q_global[i], p.q_last + int64_t{out_row[i]} * last_q * kHeadDim,
+                                         out_t[i], tile_valid, last_q, first_query);
   }
 
   const float scale2 = p.softmax_scale * kLog2e;
-  float m2[kP1TilesPerWarp][2];
-  float sum[kP1TilesPerWarp][2];
+  cuda::RowStatistics stats[kP1TilesPerWarp][2];
 #pragma unroll
   for (int i = 0; i < kP1TilesPerWarp; ++i) {
-    m2[i][0] = m2[i][1] = -INFINITY;
-    sum[i][0] = sum[i][1] = 0.0f;
+    stats[i][0].reset();
+    stats[i][1].reset();
   }
 
   for (int tile = 0; tile < tiles; ++tile) {
@@ -213,12 +201,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     cuda::cp_async_wait<kP1Stages - 2>();  // groups 0..tile complete: K(tile) landed
     __syncthreads();  // ... for every thread; every warp is done with tile - 1's stage
     issue(tile + kP1Stages - 1);  // into tile - 1's stage
-    float s[kP1TilesPerWarp][8][4];
+    float s[kP1TilesPerWarp][32];  // the m16n8 accumulators of n-tile nt at s[i][4 nt ..]
 #pragma unroll
     for (int i = 0; i < kP1TilesPerWarp; ++i) {
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) s[i][nt][0] = s[i][nt][1] = s[i][nt][2] = s[i][nt][3] = 0.0f;
+      for (int c = 0; c < 32; ++c) s[i][c] = 0.0f;
     }
+    auto accumulator = [&s](int i, int nt) -> float (&)[4] { return *reinterpret_cast<float(*)[4]>(&s[i][4 * nt]); };
     const uint32_t k_tile = base + Smem::kK + stage * Smem::kTile;
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
@@ -229,45 +218,24 @@ __global__ void __launch_bounds__(kThreads, 1)
         cuda::ldmatrix_x4(kf, k_tile + static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r, kk * 2 + (lane / 8) % 2) * 2));
 #pragma unroll
         for (int i = 0; i < kP1TilesPerWarp; ++i) {
-          cuda::mma_bf16_16816(s[i][2 * np], q_frag[i][kk], kf[0], kf[1]);
-          cuda::mma_bf16_16816(s[i][2 * np + 1], q_frag[i][kk], kf[2], kf[3]);
+          cuda::mma_bf16_16816(accumulator(i, 2 * np), q_frag[i][kk], kf[0], kf[1]);
+          cuda::mma_bf16_16816(accumulator(i, 2 * np + 1), q_frag[i][kk], kf[2], kf[3]);
         }
       }
     }
     const int32_t* kg = key_global + stage * kTileRows;
     // Keys ascend in global order inside a tile, so the last one decides whether any query of
     // the sequence's end can miss one (past kv_len the sentinel INT32_MAX always masks): a
-    // uniform branch, and most tiles skip the mask. Maxima are taken over raw scores (the scale
-    // is > 0), so each probability is one fused multiply-add and one exp2.
-    if (static_cast<int64_t>(kg[kTileRows - 1]) > first_query) {
-#pragma unroll
-      for (int i = 0; i < kP1TilesPerWarp; ++i) {
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              if (q_global[i][rr] < kg[nt * 8 + (lane % 4) * 2 + e]) s[i][nt][2 * rr + e] = -INFINITY;
-            }
-          }
-        }
-      }
-    }
+    // uniform branch, and most tiles skip the mask.
+    const bool masked = static_cast<int64_t>(kg[kTileRows - 1]) > first_query;
 #pragma unroll
     for (int i = 0; i < kP1TilesPerWarp; ++i) {
+      if (masked) cuda::mask_tile_scores(s[i], q_global[i], kg);
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        float tile_max = s[i][0][2 * rr];
-#pragma unroll
-        for (int c = 1; c < 16; ++c) tile_max = fmaxf(tile_max, s[i][c / 2][2 * rr + c % 2]);
-        const float new_max = fmaxf(m2[i][rr], tile_max * scale2);
-        if (new_max == -INFINITY) continue;  // nothing visible yet
-        float add = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 16; ++c) add += cuda::fast_exp2(fmaf(s[i][c / 2][2 * rr + c % 2], scale2, -new_max));
-        sum[i][rr] = sum[i][rr] * cuda::fast_exp2(m2[i][rr] - new_max) + add;
-        m2[i][rr] = new_max;
+        float v[16];
+        cuda::row_scores(s[i], rr, v);
+        stats[i][rr].fold(v, scale2);
       }
     }
   }
@@ -278,22 +246,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < kP1TilesPerWarp; ++i) {
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      float m = m2[i][rr];
-      float s = sum[i][rr];
-#pragma unroll
-      for (int mask = 1; mask <= 2; mask <<= 1) {
-        const float m_other = __shfl_xor_sync(0xffffffffu, m, mask);
-        const float s_other = __shfl_xor_sync(0xffffffffu, s, mask);
-        const float m_new = fmaxf(m, m_other);
-        s = m_new == -INFINITY ? 0.0f
-                               : s * cuda::fast_exp2(m - m_new) + s_other * cuda::fast_exp2(m_other - m_new);
-        m = m_new;
-      }
+      float m2 = 0.0f;
+      float sum = 0.0f;
+      stats[i][rr].finish(m2, sum);
+      cuda::combine_quad_statistics(m2, sum);
       const int64_t t = out_t[i] + lane / 4 + rr * 8;
       if (lane % 4 == 0 && q_global[i][rr] >= 0) {
         const int64_t at = (int64_t{out_row[i]} * last_q + t) * chunks + chunk;
-        partial_max[at] = m;
-        partial_sum[at] = s;
+        partial_max[at] = m2;
+        partial_sum[at] = sum;
       }
     }
   }
@@ -686,7 +647,7 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
 }
 
 template <int kHeadDim>
-void launch_pass1_instance(const EstimateParams& p, cudaStream_t stream) {
+void launch_pass1_instance(const EstimateParams& p, cudaStream_t stream, EstimateKernel kernel) {
   const int rows = p.shape.batch * p.shape.q_heads;
   const int chunks = static_cast<int>((p.shape.kv_len + kP1ChunkKeys - 1) / kP1ChunkKeys);
   const int64_t entries = int64_t{rows} * p.shape.q_len;
@@ -704,14 +665,19 @@ void launch_pass1_instance(const EstimateParams& p, cudaStream_t stream) {
   StreamBuffer partials(static_cast<size_t>(entries) * static_cast<size_t>(chunks) * 8, stream);
   float* partial_max = partials.as<float>();
   float* partial_sum = partial_max + entries * chunks;
-  constexpr int smem = Pass1Smem<kHeadDim>::kBytes;
-  SPARSERING_CUDA_CHECK(
-      cudaFuncSetAttribute(estimate_pattern_pass1_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.shape.batch * p.shape.kv_heads),
-                  static_cast<unsigned>(rounds));
-  estimate_pattern_pass1_kernel<kHeadDim><<<grid, kThreads, smem, stream>>>(
-      p, chunks, static_cast<int>(m_tiles_per_head), partial_max, partial_sum);
-  SPARSERING_CUDA_CHECK(cudaGetLastError());
+  if (kernel == EstimateKernel::wgmma) {
+    launch_estimate_pattern_pass1_sm90(p, chunks, static_cast<int>(m_tiles_per_head), static_cast<int>(rounds),
+                                       partial_max, partial_sum, stream);
+  } else {
+    constexpr int smem = Pass1Smem<kHeadDim>::kBytes;
+    SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(estimate_pattern_pass1_kernel<kHeadDim>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.shape.batch * p.shape.kv_heads),
+                    static_cast<unsigned>(rounds));
+    estimate_pattern_pass1_kernel<kHeadDim><<<grid, kThreads, smem, stream>>>(
+        p, chunks, static_cast<int>(m_tiles_per_head), partial_max, partial_sum);
+    SPARSERING_CUDA_CHECK(cudaGetLastError());
+  }
   estimate_pattern_fold_kernel<<<fold_blocks, 256, 0, stream>>>(entries, chunks, partial_max, partial_sum, p.row_max,
                                                                 p.row_sum);
   SPARSERING_CUDA_CHECK(cudaGetLastError());
@@ -736,12 +702,34 @@ void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-void launch_estimate_pattern_pass1(const EstimateParams& params, cudaStream_t stream) {
+std::string estimate_kernel_unavailable(EstimateKernel kernel) {
+  if (kernel != EstimateKernel::wgmma) return "";
+  if (!estimate_pattern_sm90_built()) return "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
+  int device = 0;
+  SPARSERING_CUDA_CHECK(cudaGetDevice(&device));
+  int major = 0;
+  int minor = 0;
+  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) {
+    return "the device has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+           " (sm_90a code runs on 9.0 only)";
+  }
+  return "";
+}
+
+void launch_estimate_pattern_pass1(const EstimateParams& params, cudaStream_t stream, EstimateKernel kernel) {
   check_estimate(params, false);
+  if (kernel == EstimateKernel::automatic) {
+    kernel = estimate_kernel_unavailable(EstimateKernel::wgmma).empty() ? EstimateKernel::wgmma
+                                                                         : EstimateKernel::mma_sync;
+  } else if (const std::string why = estimate_kernel_unavailable(kernel); !why.empty()) {
+    throw InputError("the wgmma estimation kernel cannot run here: " + why);
+  }
   if (params.shape.head_dim == 64) {
-    launch_pass1_instance<64>(params, stream);
+    launch_pass1_instance<64>(params, stream, kernel);
   } else {
-    launch_pass1_instance<128>(params, stream);
+    launch_pass1_instance<128>(params, stream, kernel);
   }
 }
 

@@ -1,15 +1,16 @@
 // GPU tests of the pattern estimation launchers (kernels/cuda/estimate_pattern.cu) against the
 // CPU references (kernels/reference/estimate_pattern_ref.hpp), shard by shard over whole rings:
 // pass 1 on every shard, the combine of all shards, pass 2 on every shard into one slash_mass.
-// Fresh random bf16 inputs (seed printed; SPARSERING_TEST_SEED repeats it). The cases cover the
-// kernels' paths: one and several 2048-key pass-1 chunks and 256-key pass-2 chunks (lengths not
-// multiples of either), GQA 1, 2, 4 and 8 (one and several 256-row pass-1 rounds), one head,
-// last_q 1, 17, 64, 100 and 130 (one and several 64-query tiles), head dims 64 and 128, keys at
-// consecutive positions (whole CTA: shared diagonal bins), stripes of 64 (warp-level diagonals),
-// stripes of 16 and zigzag halves not a multiple of 32 (per-pair atomics), and shards some queries
-// do not see at all. Bounds (fp32 scores from bf16 inputs vs fp64): row_max |err| <= 1e-4 x
-// max(1, |m|); row_sum, vertical and slash masses |err| <= 1e-4 x |ref| + 1e-6 (probabilities are
-// <= 1 and masses sums of at most last_q of them); total mass == last_q within 1e-3 relative.
+// Fresh random bf16 inputs (seed printed; SPARSERING_TEST_SEED repeats it). Pass 1 runs with each
+// kernel the device has (mma.sync, and wgmma on Hopper). The cases cover the kernels' paths: one
+// and several 2048-key pass-1 chunks and 256-key pass-2 chunks (lengths not multiples of either),
+// GQA 1, 2, 4 and 8 (one and several 256-row pass-1 rounds), one head, last_q 1, 17, 64, 100 and
+// 130 (one and several 64-query tiles), head dims 64 and 128, keys at consecutive positions (whole
+// CTA: shared diagonal bins), stripes of 64 (warp-level diagonals), stripes of 16 and zigzag halves
+// not a multiple of 32 (per-pair atomics), and shards some queries do not see at all. Bounds (fp32
+// scores from bf16 inputs vs fp64): row_max |err| <= 1e-4 x max(1, |m|); row_sum, vertical and
+// slash masses |err| <= 1e-4 x |ref| + 1e-6 (probabilities are <= 1 and masses sums of at most
+// last_q of them); total mass == last_q within 1e-3 relative.
 // vertical_mass is poisoned with NaN first: every entry must be written.
 #include "kernels/cuda/estimate_pattern.hpp"
 
@@ -51,10 +52,19 @@ struct EstimateCase {
   int32_t batch, q_heads, kv_heads, head_dim;
 };
 
-/// Runs one case over every shard of its ring and compares each stage with the CPU references.
-void check_case(const EstimateCase& c, std::mt19937_64& rng) {
+/// The pass-1 kernels this device runs: mma.sync everywhere, wgmma on sm_90a builds on Hopper.
+std::vector<EstimateKernel> runnable_pass1_kernels() {
+  std::vector<EstimateKernel> kernels{EstimateKernel::mma_sync};
+  if (estimate_kernel_unavailable(EstimateKernel::wgmma).empty()) kernels.push_back(EstimateKernel::wgmma);
+  return kernels;
+}
+
+/// Runs one case over every shard of its ring with the given pass-1 kernel and compares each
+/// stage with the CPU references.
+void check_case(const EstimateCase& c, EstimateKernel pass1_kernel, std::mt19937_64& rng) {
   const std::string where = str(to_string(c.kind), " W=", c.ranks, " G=", c.granularity, " N=", c.seq_len,
-                                " last_q=", c.last_q, " D=", c.head_dim);
+                                " last_q=", c.last_q, " D=", c.head_dim, " pass 1 ",
+                                pass1_kernel == EstimateKernel::wgmma ? "wgmma" : "mma_sync");
   const TokenLayout layout = make_token_layout(c.kind, c.seq_len, c.ranks, c.granularity);
   const int64_t local = layout.local_len();
   const int64_t q_rows = int64_t{c.batch} * c.q_heads;
@@ -88,7 +98,7 @@ void check_case(const EstimateCase& c, std::mt19937_64& rng) {
     params.k = d_k.data();
     params.row_max = d_shard_max.data();
     params.row_sum = d_shard_sum.data();
-    launch_estimate_pattern_pass1(params, stream.get());
+    launch_estimate_pattern_pass1(params, stream.get(), pass1_kernel);
     stream.synchronize();
     const std::vector<float> gpu_max = d_shard_max.download();
     for (size_t n = 0; n < stats; ++n) {
@@ -159,8 +169,10 @@ TEST(EstimatePatternGpu, ShardedPassesMatchReference) {
                                 EstimateCase{LayoutKind::striped, 2, 64, 1280, 64, 1, 2, 1, 64},
                                 EstimateCase{LayoutKind::striped, 4, 16, 1024, 17, 1, 1, 1, 128},
                                 EstimateCase{LayoutKind::contiguous, 2, 0, 512, 300, 1, 2, 2, 128}}) {
-    check_case(c, rng);
-    if (HasFailure()) return;
+    for (const EstimateKernel kernel : runnable_pass1_kernels()) {
+      check_case(c, kernel, rng);
+      if (HasFailure()) return;
+    }
   }
 }
 
@@ -178,8 +190,10 @@ TEST(EstimatePatternGpuSweep, ShardedPassesMatchReference) {
                                 EstimateCase{LayoutKind::striped, 4, 16, 2048, 64, 1, 8, 1, 128},
                                 EstimateCase{LayoutKind::striped, 2, 64, 2560, 130, 1, 2, 2, 64},
                                 EstimateCase{LayoutKind::striped, 2, 512, 6144, 64, 1, 8, 2, 128}}) {
-    check_case(c, rng);
-    if (HasFailure()) return;
+    for (const EstimateKernel kernel : runnable_pass1_kernels()) {
+      check_case(c, kernel, rng);
+      if (HasFailure()) return;
+    }
   }
 }
 
@@ -199,6 +213,30 @@ TEST(EstimatePatternGpu, RejectsBadShapes) {
   EXPECT_THROW(launch_estimate_pattern_pass2(params, nullptr), InputError);
   params.softmax_scale = 1e-40f;  // subnormal: 0 on the GPU
   EXPECT_THROW(launch_estimate_pattern_pass1(params, nullptr), InputError);
+}
+
+// Asking for the wgmma kernel where it cannot run is an error naming why, not a fallback.
+TEST(EstimatePatternGpu, RefusesAKernelTheDeviceCannotRun) {
+  SPARSERING_REQUIRE_GPU();
+  const std::string why = estimate_kernel_unavailable(EstimateKernel::wgmma);
+  if (why.empty()) GTEST_SKIP() << "the wgmma kernel runs on this device";
+  const TokenLayout layout = make_token_layout(LayoutKind::contiguous, 64, 1);
+  const DeviceBuffer<bf16_bits> q(8 * 128), k(64 * 128);
+  DeviceBuffer<float> row_max(8), row_sum(8);
+  EstimateParams params;
+  params.shape = AttentionShape{1, 1, 1, 128, 8, 64};
+  params.position = RingPosition{layout, 0, 0};
+  params.softmax_scale = 0.1f;
+  params.q_last = q.data();
+  params.k = k.data();
+  params.row_max = row_max.data();
+  params.row_sum = row_sum.data();
+  try {
+    launch_estimate_pattern_pass1(params, nullptr, EstimateKernel::wgmma);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

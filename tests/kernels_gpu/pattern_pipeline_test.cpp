@@ -345,6 +345,9 @@ TEST(PatternPipelineGpuTiming, PreparationAt128KAnd256K) {
     e.vertical_mass = vertical.data();
     e.slash_mass = slash.data();
     const double pass1 = median_ms(stream.get(), warmup, repeats, [&] { launch_estimate_pattern_pass1(e, stream.get()); });
+    const double pass1_mma_sync = median_ms(stream.get(), warmup, repeats, [&] {
+      launch_estimate_pattern_pass1(e, stream.get(), EstimateKernel::mma_sync);
+    });
     const double pass2 = median_ms(stream.get(), warmup, repeats, [&] {
       SPARSERING_CUDA_CHECK(cudaMemsetAsync(slash.data(), 0, slash.bytes(), stream.get()));
       launch_estimate_pattern_pass2(e, stream.get());
@@ -370,7 +373,8 @@ TEST(PatternPipelineGpuTiming, PreparationAt128KAnd256K) {
       verticals += static_cast<int64_t>(row.vertical_tokens.size());
       slashes += static_cast<int64_t>(row.slash_offsets.size());
     }
-    std::cout << "[ timing   ] N=" << n << ": pass 1 " << pass1 << ", pass 2 (with slash memset) " << pass2
+    std::cout << "[ timing   ] N=" << n << ": pass 1 " << pass1 << " (mma.sync kernel " << pass1_mma_sync
+              << "), pass 2 (with slash memset) " << pass2
               << ", selection (verticals + slashes) " << select << ", estimate + select " << estimate_select
               << "; kept per head: " << verticals / q_heads << " verticals, " << slashes / q_heads << " slashes\n";
     const KeptSetsView view{q_heads, capacity, kept.vertical_count, kept.vertical_keys, kept.slash_count,

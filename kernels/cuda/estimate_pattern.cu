@@ -35,6 +35,7 @@
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/estimate_pattern_sm90.hpp"
 #include "kernels/cuda/estimate_row_statistics.cuh"
+#include "kernels/cuda/hopper_async.cuh"
 #include "kernels/cuda/warp_mma.cuh"
 
 namespace sparsering {
@@ -302,29 +303,41 @@ __global__ void estimate_pattern_combine_kernel(int64_t rows, const float* shard
 // ---------------------------------------------------------------------------------------------
 // Pass 2
 
-template <int kHeadDim, int kMTiles>
+template <int kHeadDim, int kMTiles, bool kWgmma>
 struct Pass2Smem {
   using Shape = Pass2Shape<kMTiles>;
-  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;                // 64 rows
+  static constexpr int kTile = cuda::kTileBytes<kHeadDim>;                // 64 rows, padded
+  // A query tile: padded for ldmatrix, or 128-byte swizzled (1024-byte aligned) for wgmma.
+  static constexpr int kQTile = kWgmma ? kTileRows * kHeadDim * 2 : kTile;
   static constexpr int kK = 0;                                            // the chunk's key rows
   static constexpr int kQ = kK + (Shape::kChunkKeys / kTileRows) * kTile;  // 2 stages of 64 queries
-  static constexpr int kStats = kQ + 2 * kTile;                           // [2][64] floats: max2 + log2 sum
+  static_assert(!kWgmma || kQ % 1024 == 0, "swizzled query tiles must be 1024-byte aligned");
+  static constexpr int kStats = kQ + 2 * kQTile;                          // [2][64] floats: max2 + log2 sum
   static constexpr int kKeyGlobal = kStats + 2 * kTileRows * 4;           // [chunk keys] int32
   static constexpr int kStage = kKeyGlobal + Shape::kChunkKeys * 4;       // [warps][8][stage pitch] floats
   static constexpr int kDiagonalTotals = kStage + kWarps * 8 * Shape::kStagePitch * 4;  // [warps][pitch]
-  static constexpr int kBytes = kDiagonalTotals + kWarps * Shape::kDiagonalPitch * 4;
+  static constexpr int kBytes = kDiagonalTotals + kWarps * Shape::kDiagonalPitch * 4 + (kWgmma ? 1024 : 0);
 };
 
-/// Pass 2: CTA per (GQA group, 4 chunks of 256 keys); iterates (chunk, head, query tile).
-template <int kHeadDim, int kMTiles>
+/// Pass 2: CTA per (GQA group, 4 chunks of 256 keys); iterates (chunk, head, query tile). With
+/// kWgmma (sm_90a) S^T comes from warpgroup MMAs: each warp's K fragments are the A operand of
+/// its 16 rows, the query tile the B operand in shared memory, so the accumulators hold what the
+/// mma.sync path's do, and the second m-tile's MMAs run while the first one's probabilities are
+/// computed.
+template <int kHeadDim, int kMTiles, bool kWgmma>
 __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
     estimate_pattern_pass2_kernel(const EstimateParams p, int chunks, int q_tiles) {
-  using Smem = Pass2Smem<kHeadDim, kMTiles>;
+#if !defined(SPARSERING_SM90A_DEVICE_CODE)
+  if constexpr (kWgmma) __trap();  // launched only on compute capability 9.0 (estimate_kernel_unavailable)
+#endif
+  using Smem = Pass2Smem<kHeadDim, kMTiles, kWgmma>;
   using Shape = Pass2Shape<kMTiles>;
   constexpr int kSteps = kHeadDim / 16;
   constexpr int kP2KeysPerWarp = Shape::kKeysPerWarp;
   constexpr int kP2ChunkKeys = Shape::kChunkKeys;
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // Swizzled tiles need 1024-byte alignment (the slack is in kBytes).
+  unsigned char* smem = kWgmma ? smem_raw + ((1024u - cuda::smem_address(smem_raw) % 1024u) % 1024u) : smem_raw;
   const Group group(p.shape, static_cast<int>(blockIdx.y));
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -374,10 +387,13 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
   auto issue_queries = [&](int g, int qt, int buffer) {
     const int64_t t0 = int64_t{qt} * kTileRows;
     const uint16_t* q_rows = p.q_last + int64_t{group.q_row(p.shape, g)} * last_q * kHeadDim;
-    cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kQ + buffer * Smem::kTile, q_rows,
-                                              [&](int r) -> const uint16_t* {
-                                                return t0 + r < last_q ? q_rows + (t0 + r) * kHeadDim : nullptr;
-                                              });
+    auto row = [&](int r) -> const uint16_t* { return t0 + r < last_q ? q_rows + (t0 + r) * kHeadDim : nullptr; };
+    if constexpr (kWgmma) {
+      cuda::sm90::load_swizzled_tile_async<kHeadDim, kTileRows, kThreads>(base + Smem::kQ + buffer * Smem::kQTile,
+                                                                         q_rows, row);
+    } else {
+      cuda::load_tile_async<kHeadDim, kThreads>(base + Smem::kQ + buffer * Smem::kQTile, q_rows, row);
+    }
   };
   // Statistics of (head g, query tile qt), column threadIdx.x (< 64): loaded into registers
   // early, stored to a stage after the MMAs, so no warp waits on them before computing.
@@ -437,6 +453,7 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
     } else {
       cuda::cp_async_wait<0>();
     }
+    if constexpr (kWgmma) cuda::sm90::fence_proxy_async_shared();  // the queries, for wgmma
     __syncthreads();  // (A) queries (and at a chunk start the keys) landed; diagonal totals read
     keys_newest = false;
     if (chunk_start) {
@@ -460,6 +477,29 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
                         key_global[kP2ChunkKeys - 1] - cta_key0 == kP2ChunkKeys - 1;
       __syncthreads();  // every warp holds its keys: the key region may be refilled
     }
+
+    // S^T = K Q^T for the warp's 32 keys x 64 queries: m-tile mt in s[mt] (the m16n8 accumulator
+    // layout, n-tile nt at s[mt][nt]).
+    float s[kMTiles][8][4];
+    const uint32_t q_tile = base + Smem::kQ + static_cast<uint32_t>((it & 1) * Smem::kQTile);
+    if constexpr (kWgmma) {
+#if defined(SPARSERING_SM90A_DEVICE_CODE)
+      // One commit group per m-tile, issued before the next iteration's loads below.
+      const uint64_t q_desc = cuda::sm90::swizzled_descriptor(q_tile, 0);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        float(&acc)[32] = *reinterpret_cast<float(*)[32]>(&s[mt][0][0]);
+        cuda::sm90::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kSteps; ++kk) {
+          const uint32_t offset = static_cast<uint32_t>(kk / 4) * (kTileRows * cuda::sm90::kSwizzleRowBytes) +
+                                  static_cast<uint32_t>(kk % 4) * 32;
+          cuda::sm90::wgmma_m64n64k16_rs<0>(acc, k_frag[mt][kk], q_desc + (offset >> 4), kk > 0 ? 1 : 0);
+        }
+        cuda::sm90::wgmma_commit();
+      }
+#endif
+    }
     const bool more = it + 1 < iterations;
     if (more) {
       issue_queries(next_g, next_qt, (it + 1) & 1);
@@ -472,25 +512,24 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
       keys_newest = true;
     }
 
-    // S^T = K Q^T for the warp's 32 keys x 64 queries.
-    float s[kMTiles][8][4];
+    if constexpr (!kWgmma) {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
-    }
-    const uint32_t q_tile = base + Smem::kQ + static_cast<uint32_t>((it & 1) * Smem::kTile);
+        for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+      }
 #pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk) {
+      for (int kk = 0; kk < kSteps; ++kk) {
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t qf[4];
-        const int r = np * 16 + (lane % 8) + (lane / 16) * 8;
-        cuda::ldmatrix_x4(qf, q_tile + static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r, kk * 2 + (lane / 8) % 2) * 2));
+        for (int np = 0; np < 4; ++np) {
+          uint32_t qf[4];
+          const int r = np * 16 + (lane % 8) + (lane / 16) * 8;
+          cuda::ldmatrix_x4(qf, q_tile + static_cast<uint32_t>(cuda::tile_offset<kHeadDim>(r, kk * 2 + (lane / 8) % 2) * 2));
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          cuda::mma_bf16_16816(s[mt][2 * np], k_frag[mt][kk], qf[0], qf[1]);
-          cuda::mma_bf16_16816(s[mt][2 * np + 1], k_frag[mt][kk], qf[2], qf[3]);
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            cuda::mma_bf16_16816(s[mt][2 * np], k_frag[mt][kk], qf[0], qf[1]);
+            cuda::mma_bf16_16816(s[mt][2 * np + 1], k_frag[mt][kk], qf[2], qf[3]);
+          }
         }
       }
     }
@@ -513,35 +552,45 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
             min(max(static_cast<int64_t>(kg[mt][h]) - query0, int64_t{0}), int64_t{kTileRows}));
       }
     }
-    // The mask is a uniform branch: most tiles lie wholly before the queries and skip it.
-    auto probabilities = [&](auto masked) {
+    float bias[16];  // the thread's 16 columns' max2 + log2 sum
+#pragma unroll
+    for (int c = 0; c < 16; ++c) bias[c] = bias2[(c / 2) * 8 + quad_col * 2 + c % 2];
+    // Probabilities of m-tile mt in place. The mask is a uniform branch: most tiles lie wholly
+    // before the queries and skip it.
+    auto probabilities = [&](int mt, auto masked) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int c = nt * 8 + quad_col * 2 + j;
-          const float b = bias2[c];
 #pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              float prob = cuda::fast_exp2(fmaf(s[mt][nt][2 * h + j], scale2, -b));
-              if (decltype(masked)::value && c < visible_from[mt][h]) prob = 0.0f;
-              s[mt][nt][2 * h + j] = prob;
-            }
+          for (int h = 0; h < 2; ++h) {
+            float prob = cuda::fast_exp2(fmaf(s[mt][nt][2 * h + j], scale2, -bias[2 * nt + j]));
+            if (decltype(masked)::value && c < visible_from[mt][h]) prob = 0.0f;
+            s[mt][nt][2 * h + j] = prob;
           }
         }
       }
     };
-    if (warp_last_key_late) {
-      probabilities(std::true_type{});
-    } else {
-      probabilities(std::false_type{});
-    }
-
-    // Vertical: this thread's columns, accumulated over the head's query tiles.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
+      if constexpr (kWgmma) {
+#if defined(SPARSERING_SM90A_DEVICE_CODE)
+        static_assert(kMTiles <= 2, "one wgmma group per m-tile, at most one left in flight");
+        if (mt + 1 < kMTiles) {
+          cuda::sm90::wgmma_wait<1>();  // m-tile mt complete; the next one's MMAs run on
+        } else {
+          cuda::sm90::wgmma_wait<0>();
+        }
+        cuda::sm90::fence_registers(*reinterpret_cast<float(*)[32]>(&s[mt][0][0]));
+#endif
+      }
+      if (warp_last_key_late) {
+        probabilities(mt, std::true_type{});
+      } else {
+        probabilities(mt, std::false_type{});
+      }
+      // Vertical: this thread's columns, accumulated over the head's query tiles.
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float row = 0.0f;
@@ -683,7 +732,7 @@ void launch_pass1_instance(const EstimateParams& p, cudaStream_t stream, Estimat
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int kHeadDim, int kMTiles>
+template <int kHeadDim, int kMTiles, bool kWgmma>
 void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
   constexpr int kChunkKeys = Pass2Shape<kMTiles>::kChunkKeys;
   const int chunks = static_cast<int>((p.shape.kv_len + kChunkKeys - 1) / kChunkKeys);
@@ -691,12 +740,13 @@ void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
   const int64_t q_tiles = (p.shape.q_len + kTileRows - 1) / kTileRows;
   require(q_tiles * (p.shape.q_heads / p.shape.kv_heads) * kP2ChunksPerCta < (int64_t{1} << 31),
           "last_q x (q_heads / kv_heads) is too large for the estimation");
-  constexpr int smem = Pass2Smem<kHeadDim, kMTiles>::kBytes;
-  SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(estimate_pattern_pass2_kernel<kHeadDim, kMTiles>,
+  constexpr int smem = Pass2Smem<kHeadDim, kMTiles, kWgmma>::kBytes;
+  SPARSERING_CUDA_CHECK(cudaFuncSetAttribute(estimate_pattern_pass2_kernel<kHeadDim, kMTiles, kWgmma>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(static_cast<unsigned>((chunks + kP2ChunksPerCta - 1) / kP2ChunksPerCta),
                   static_cast<unsigned>(p.shape.batch * p.shape.kv_heads));
-  estimate_pattern_pass2_kernel<kHeadDim, kMTiles><<<grid, kThreads, smem, stream>>>(p, chunks, static_cast<int>(q_tiles));
+  estimate_pattern_pass2_kernel<kHeadDim, kMTiles, kWgmma>
+      <<<grid, kThreads, smem, stream>>>(p, chunks, static_cast<int>(q_tiles));
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -718,14 +768,25 @@ std::string estimate_kernel_unavailable(EstimateKernel kernel) {
   return "";
 }
 
-void launch_estimate_pattern_pass1(const EstimateParams& params, cudaStream_t stream, EstimateKernel kernel) {
-  check_estimate(params, false);
+namespace {
+
+/// `kernel`, with automatic resolved; InputError when it cannot run here.
+EstimateKernel resolve_estimate_kernel(EstimateKernel kernel) {
   if (kernel == EstimateKernel::automatic) {
-    kernel = estimate_kernel_unavailable(EstimateKernel::wgmma).empty() ? EstimateKernel::wgmma
-                                                                         : EstimateKernel::mma_sync;
-  } else if (const std::string why = estimate_kernel_unavailable(kernel); !why.empty()) {
+    return estimate_kernel_unavailable(EstimateKernel::wgmma).empty() ? EstimateKernel::wgmma
+                                                                       : EstimateKernel::mma_sync;
+  }
+  if (const std::string why = estimate_kernel_unavailable(kernel); !why.empty()) {
     throw InputError("the wgmma estimation kernel cannot run here: " + why);
   }
+  return kernel;
+}
+
+}  // namespace
+
+void launch_estimate_pattern_pass1(const EstimateParams& params, cudaStream_t stream, EstimateKernel kernel) {
+  check_estimate(params, false);
+  kernel = resolve_estimate_kernel(kernel);
   if (params.shape.head_dim == 64) {
     launch_pass1_instance<64>(params, stream, kernel);
   } else {
@@ -746,12 +807,15 @@ void launch_estimate_pattern_combine(int64_t rows, const float* shard_max, const
   SPARSERING_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_estimate_pattern_pass2(const EstimateParams& params, cudaStream_t stream) {
+void launch_estimate_pattern_pass2(const EstimateParams& params, cudaStream_t stream, EstimateKernel kernel) {
   check_estimate(params, true);
+  const bool wgmma = resolve_estimate_kernel(kernel) == EstimateKernel::wgmma;
   if (params.shape.head_dim == 64) {
-    launch_pass2_instance<64, kP2MTiles>(params, stream);
+    wgmma ? launch_pass2_instance<64, kP2MTiles, true>(params, stream)
+          : launch_pass2_instance<64, kP2MTiles, false>(params, stream);
   } else {
-    launch_pass2_instance<128, kP2MTiles>(params, stream);
+    wgmma ? launch_pass2_instance<128, kP2MTiles, true>(params, stream)
+          : launch_pass2_instance<128, kP2MTiles, false>(params, stream);
   }
 }
 

@@ -14,9 +14,9 @@
 
 namespace sparsering {
 
-/// The kernels of pass 1: mma.sync (every GPU of the build) or warpgroup MMAs (sm_90a builds on
-/// compute capability 9.0, kernels/cuda/estimate_pattern_sm90.hpp); automatic takes wgmma where
-/// it runs. Both write the same statistics (within float rounding).
+/// The kernels of both passes: mma.sync (every GPU of the build) or warpgroup MMAs (sm_90a builds
+/// on compute capability 9.0; pass 1's in kernels/cuda/estimate_pattern_sm90.hpp); automatic
+/// takes wgmma where it runs. Both write the same results (within float rounding).
 enum class EstimateKernel { automatic, mma_sync, wgmma };
 
 /// Empty when `kernel` can run on the current device, else why not.
@@ -37,6 +37,7 @@ void launch_estimate_pattern_combine(int64_t rows, const float* shard_max, const
 /// Pass 2 with the combined statistics: writes vertical_mass (B, Hq, Skv) and adds into
 /// slash_mass (B, Hq, N) the probabilities of this shard's visible pairs. Same preconditions as
 /// pass 1, plus the two mass arrays non-null.
-void launch_estimate_pattern_pass2(const EstimateParams& params, cudaStream_t stream);
+void launch_estimate_pattern_pass2(const EstimateParams& params, cudaStream_t stream,
+                                   EstimateKernel kernel = EstimateKernel::automatic);
 
 }  // namespace sparsering

@@ -1,8 +1,8 @@
 // GPU tests of the pattern estimation launchers (kernels/cuda/estimate_pattern.cu) against the
 // CPU references (kernels/reference/estimate_pattern_ref.hpp), shard by shard over whole rings:
 // pass 1 on every shard, the combine of all shards, pass 2 on every shard into one slash_mass.
-// Fresh random bf16 inputs (seed printed; SPARSERING_TEST_SEED repeats it). Pass 1 runs with each
-// kernel the device has (mma.sync, and wgmma on Hopper). The cases cover the kernels' paths: one
+// Fresh random bf16 inputs (seed printed; SPARSERING_TEST_SEED repeats it). Both passes run with
+// each kernel the device has (mma.sync, and wgmma on Hopper). The cases cover the kernels' paths: one
 // and several 2048-key pass-1 chunks and 256-key pass-2 chunks (lengths not multiples of either),
 // GQA 1, 2, 4 and 8 (one and several 256-row pass-1 rounds), one head, last_q 1, 17, 64, 100 and
 // 130 (one and several 64-query tiles), head dims 64 and 128, keys at consecutive positions (whole
@@ -52,19 +52,19 @@ struct EstimateCase {
   int32_t batch, q_heads, kv_heads, head_dim;
 };
 
-/// The pass-1 kernels this device runs: mma.sync everywhere, wgmma on sm_90a builds on Hopper.
-std::vector<EstimateKernel> runnable_pass1_kernels() {
+/// The estimation kernels this device runs: mma.sync everywhere, wgmma on sm_90a builds on Hopper.
+std::vector<EstimateKernel> runnable_kernels() {
   std::vector<EstimateKernel> kernels{EstimateKernel::mma_sync};
   if (estimate_kernel_unavailable(EstimateKernel::wgmma).empty()) kernels.push_back(EstimateKernel::wgmma);
   return kernels;
 }
 
-/// Runs one case over every shard of its ring with the given pass-1 kernel and compares each
-/// stage with the CPU references.
-void check_case(const EstimateCase& c, EstimateKernel pass1_kernel, std::mt19937_64& rng) {
+/// Runs one case over every shard of its ring with the given kernels and compares each stage with
+/// the CPU references.
+void check_case(const EstimateCase& c, EstimateKernel kernel, std::mt19937_64& rng) {
   const std::string where = str(to_string(c.kind), " W=", c.ranks, " G=", c.granularity, " N=", c.seq_len,
-                                " last_q=", c.last_q, " D=", c.head_dim, " pass 1 ",
-                                pass1_kernel == EstimateKernel::wgmma ? "wgmma" : "mma_sync");
+                                " last_q=", c.last_q, " D=", c.head_dim, " kernels ",
+                                kernel == EstimateKernel::wgmma ? "wgmma" : "mma_sync");
   const TokenLayout layout = make_token_layout(c.kind, c.seq_len, c.ranks, c.granularity);
   const int64_t local = layout.local_len();
   const int64_t q_rows = int64_t{c.batch} * c.q_heads;
@@ -98,7 +98,7 @@ void check_case(const EstimateCase& c, EstimateKernel pass1_kernel, std::mt19937
     params.k = d_k.data();
     params.row_max = d_shard_max.data();
     params.row_sum = d_shard_sum.data();
-    launch_estimate_pattern_pass1(params, stream.get(), pass1_kernel);
+    launch_estimate_pattern_pass1(params, stream.get(), kernel);
     stream.synchronize();
     const std::vector<float> gpu_max = d_shard_max.download();
     for (size_t n = 0; n < stats; ++n) {
@@ -147,7 +147,7 @@ void check_case(const EstimateCase& c, EstimateKernel pass1_kernel, std::mt19937
     params.row_sum = d_sum.data();
     params.vertical_mass = d_vertical.data();
     params.slash_mass = d_slash.data();
-    launch_estimate_pattern_pass2(params, stream.get());
+    launch_estimate_pattern_pass2(params, stream.get(), kernel);
     stream.synchronize();
     const std::vector<float> gpu_vertical = d_vertical.download();
     expect_close(gpu_vertical, vertical, 1e-4, 1e-6, where + str(" rank ", rank, " vertical_mass"));
@@ -169,7 +169,7 @@ TEST(EstimatePatternGpu, ShardedPassesMatchReference) {
                                 EstimateCase{LayoutKind::striped, 2, 64, 1280, 64, 1, 2, 1, 64},
                                 EstimateCase{LayoutKind::striped, 4, 16, 1024, 17, 1, 1, 1, 128},
                                 EstimateCase{LayoutKind::contiguous, 2, 0, 512, 300, 1, 2, 2, 128}}) {
-    for (const EstimateKernel kernel : runnable_pass1_kernels()) {
+    for (const EstimateKernel kernel : runnable_kernels()) {
       check_case(c, kernel, rng);
       if (HasFailure()) return;
     }
@@ -190,7 +190,7 @@ TEST(EstimatePatternGpuSweep, ShardedPassesMatchReference) {
                                 EstimateCase{LayoutKind::striped, 4, 16, 2048, 64, 1, 8, 1, 128},
                                 EstimateCase{LayoutKind::striped, 2, 64, 2560, 130, 1, 2, 2, 64},
                                 EstimateCase{LayoutKind::striped, 2, 512, 6144, 64, 1, 8, 2, 128}}) {
-    for (const EstimateKernel kernel : runnable_pass1_kernels()) {
+    for (const EstimateKernel kernel : runnable_kernels()) {
       check_case(c, kernel, rng);
       if (HasFailure()) return;
     }
@@ -237,6 +237,10 @@ TEST(EstimatePatternGpu, RefusesAKernelTheDeviceCannotRun) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
   }
+  DeviceBuffer<float> vertical(64), slash(64);
+  params.vertical_mass = vertical.data();
+  params.slash_mass = slash.data();
+  EXPECT_THROW(launch_estimate_pattern_pass2(params, nullptr, EstimateKernel::wgmma), InputError);
 }
 
 }  // namespace

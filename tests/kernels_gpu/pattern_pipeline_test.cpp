@@ -352,6 +352,10 @@ TEST(PatternPipelineGpuTiming, PreparationAt128KAnd256K) {
       SPARSERING_CUDA_CHECK(cudaMemsetAsync(slash.data(), 0, slash.bytes(), stream.get()));
       launch_estimate_pattern_pass2(e, stream.get());
     });
+    const double pass2_mma_sync = median_ms(stream.get(), warmup, repeats, [&] {
+      SPARSERING_CUDA_CHECK(cudaMemsetAsync(slash.data(), 0, slash.bytes(), stream.get()));
+      launch_estimate_pattern_pass2(e, stream.get(), EstimateKernel::mma_sync);
+    });
     KeptSetsOutput kept = problem.kept();
     std::array<RecallSelectParams, 2> parts;
     for (size_t i = 0; i < 2; ++i) {
@@ -374,7 +378,7 @@ TEST(PatternPipelineGpuTiming, PreparationAt128KAnd256K) {
       slashes += static_cast<int64_t>(row.slash_offsets.size());
     }
     std::cout << "[ timing   ] N=" << n << ": pass 1 " << pass1 << " (mma.sync kernel " << pass1_mma_sync
-              << "), pass 2 (with slash memset) " << pass2
+              << "), pass 2 (with slash memset) " << pass2 << " (mma.sync kernel " << pass2_mma_sync << ")"
               << ", selection (verticals + slashes) " << select << ", estimate + select " << estimate_select
               << "; kept per head: " << verticals / q_heads << " verticals, " << slashes / q_heads << " slashes\n";
     const KeptSetsView view{q_heads, capacity, kept.vertical_count, kept.vertical_keys, kept.slash_count,

@@ -1,9 +1,11 @@
 // Vertical-slash pattern estimation: device code and launchers (see estimate_pattern.hpp).
 // Both passes run one CTA of 8 warps per (GQA group = batch x K/V head, key range), so K is read
 // from global memory once per group and pass, whatever the GQA ratio; the group's query heads
-// share it. Scores use mma.sync m16n8k16 (bf16 in, fp32 accumulate) in base 2: maxima over raw
-// scores (the scale is > 0), so a probability is one fused multiply-add and one exp2; the causal
-// mask (from the token layout) is a uniform branch taken only by tiles that reach the queries.
+// share it. Scores use mma.sync m16n8k16 (bf16 in, fp32 accumulate) in base 2, or on Hopper
+// warpgroup MMAs (pass 1: estimate_pattern_sm90.cu; pass 2: this kernel's kWgmma path): maxima
+// over raw scores (the scale is > 0), so a probability is one fused multiply-add and one exp2;
+// the causal mask (from the token layout) is a uniform branch taken only by tiles that reach the
+// queries.
 //   Pass 1 (row statistics), S = Q K^T: each warp holds the Q fragments of 32 query rows of the
 //     group in registers and streams the CTA's 2048 keys through three shared-memory stages of 64
 //     keys (cp.async); every thread keeps an online (max, sum) per row over the keys it holds, so

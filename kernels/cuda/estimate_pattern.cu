@@ -38,6 +38,7 @@
 #include "kernels/cuda/estimate_pattern_sm90.hpp"
 #include "kernels/cuda/estimate_row_statistics.cuh"
 #include "kernels/cuda/hopper_async.cuh"
+#include "kernels/cuda/sm90a_availability.hpp"
 #include "kernels/cuda/warp_mma.cuh"
 
 namespace sparsering {
@@ -180,24 +181,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   int32_t q_global[kP1TilesPerWarp][2];
   int out_row[kP1TilesPerWarp];
   int64_t out_t[kP1TilesPerWarp];
-  const int valid_m_tiles = group.heads * m_tiles_per_head;
-#pragma unroll
-  for (int i = 0; i < kP1TilesPerWarp; ++i) {
-    const int gm = static_cast<int>(blockIdx.z) * kP1MTilesPerCta + warp * kP1TilesPerWarp + i;
-    const bool tile_valid = gm < valid_m_tiles;
-    out_row[i] = group.q_row(p.shape, tile_valid ? gm / m_tiles_per_head : 0);
-    out_t[i] = tile_valid ? int64_t{gm % m_tiles_per_head} * 16 : 0;
-    cuda::load_query_fragments<kHeadDim>(q_frag[i], q_global[i], p.q_last + int64_t{out_row[i]} * last_q * kHeadDim,
-                                         out_t[i], tile_valid, last_q, first_query);
-  }
-
-  const float scale2 = p.softmax_scale * kLog2e;
   cuda::RowStatistics stats[kP1TilesPerWarp][2];
 #pragma unroll
   for (int i = 0; i < kP1TilesPerWarp; ++i) {
+    const int gm = static_cast<int>(blockIdx.z) * kP1MTilesPerCta + warp * kP1TilesPerWarp + i;
+    cuda::load_group_query_tile<kHeadDim>(gm, group.heads * m_tiles_per_head, m_tiles_per_head,
+                                          group.q_row(p.shape, 0), p.q_last, last_q, first_query, q_frag[i],
+                                          q_global[i], out_row[i], out_t[i]);
     stats[i][0].reset();
     stats[i][1].reset();
   }
+  const float scale2 = p.softmax_scale * kLog2e;
 
   for (int tile = 0; tile < tiles; ++tile) {
     const int stage = tile % kP1Stages;
@@ -244,23 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cuda::cp_async_wait<0>();
 
-  // Combine the quad's lanes (same rows, different keys), then one lane writes each row.
-#pragma unroll
-  for (int i = 0; i < kP1TilesPerWarp; ++i) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float m2 = 0.0f;
-      float sum = 0.0f;
-      stats[i][rr].finish(m2, sum);
-      cuda::combine_quad_statistics(m2, sum);
-      const int64_t t = out_t[i] + lane / 4 + rr * 8;
-      if (lane % 4 == 0 && q_global[i][rr] >= 0) {
-        const int64_t at = (int64_t{out_row[i]} * last_q + t) * chunks + chunk;
-        partial_max[at] = m2;
-        partial_sum[at] = sum;
-      }
-    }
-  }
+  cuda::write_row_partials(stats, q_global, out_row, out_t, last_q, chunks, chunk, partial_max, partial_sum);
 }
 
 /// Folds the key chunks' partials of one (row, query) into row_max / row_sum: one warp each.
@@ -755,19 +733,7 @@ void launch_pass2_instance(const EstimateParams& p, cudaStream_t stream) {
 }  // namespace
 
 std::string estimate_kernel_unavailable(EstimateKernel kernel) {
-  if (kernel != EstimateKernel::wgmma) return "";
-  if (!estimate_pattern_sm90_built()) return "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
-  int device = 0;
-  SPARSERING_CUDA_CHECK(cudaGetDevice(&device));
-  int major = 0;
-  int minor = 0;
-  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  SPARSERING_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0) {
-    return "the device has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
-           " (sm_90a code runs on 9.0 only)";
-  }
-  return "";
+  return kernel == EstimateKernel::wgmma ? sm90a_code_unavailable() : "";
 }
 
 namespace {

@@ -135,25 +135,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   int32_t q_global[kMTiles][2];
   int out_row[kMTiles];
   int64_t out_t[kMTiles];
-  const int valid_m_tiles = heads * m_tiles_per_head;
+  cuda::RowStatistics stats[kMTiles][2];
 #pragma unroll
   for (int i = 0; i < kMTiles; ++i) {
     const int gm = static_cast<int>(blockIdx.z) * (kEstimatePass1RowsPerCta / 16) + ((warp / 4) * kMTiles + i) * 4 +
                    warp % 4;
-    const bool tile_valid = gm < valid_m_tiles;
-    out_row[i] = b * p.shape.q_heads + hk * heads + (tile_valid ? gm / m_tiles_per_head : 0);
-    out_t[i] = tile_valid ? int64_t{gm % m_tiles_per_head} * 16 : 0;
-    cuda::load_query_fragments<kHeadDim>(q_frag[i], q_global[i], p.q_last + int64_t{out_row[i]} * last_q * kHeadDim,
-                                         out_t[i], tile_valid, last_q, first_query);
-  }
-
-  const float scale2 = p.softmax_scale * kLog2e;
-  cuda::RowStatistics stats[kMTiles][2];
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
+    cuda::load_group_query_tile<kHeadDim>(gm, heads * m_tiles_per_head, m_tiles_per_head,
+                                          b * p.shape.q_heads + hk * heads, p.q_last, last_q, first_query, q_frag[i],
+                                          q_global[i], out_row[i], out_t[i]);
     stats[i][0].reset();
     stats[i][1].reset();
   }
+  const float scale2 = p.softmax_scale * kLog2e;
 
   // Stage descriptors: the start address field counts 16-byte units and shared addresses stay
   // below 2^18 bytes, so a stage's is the first's plus its offset / 16.
@@ -193,23 +186,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cuda::cp_async_wait<0>();
 
-  // Combine the quad's lanes (same rows, different keys), then one lane writes each row.
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float max2 = 0.0f;
-      float sum = 0.0f;
-      stats[i][rr].finish(max2, sum);
-      cuda::combine_quad_statistics(max2, sum);
-      const int64_t t = out_t[i] + lane / 4 + rr * 8;
-      if (lane % 4 == 0 && q_global[i][rr] >= 0) {
-        const int64_t at = (int64_t{out_row[i]} * last_q + t) * chunks + chunk;
-        partial_max[at] = max2;
-        partial_sum[at] = sum;
-      }
-    }
-  }
+  cuda::write_row_partials(stats, q_global, out_row, out_t, last_q, chunks, chunk, partial_max, partial_sum);
 #else
   (void)p;
   (void)chunks;
@@ -233,14 +210,6 @@ void launch_instance(const EstimateParams& p, int chunks, int m_tiles_per_head, 
 }
 
 }  // namespace
-
-bool estimate_pattern_sm90_built() {
-#if defined(SPARSERING_HAVE_SM90A)
-  return true;
-#else
-  return false;
-#endif
-}
 
 void launch_estimate_pattern_pass1_sm90(const EstimateParams& params, int chunks, int m_tiles_per_head, int rounds,
                                         float* partial_max, float* partial_sum, cudaStream_t stream) {

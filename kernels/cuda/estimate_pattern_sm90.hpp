@@ -15,12 +15,9 @@ namespace sparsering {
 inline constexpr int kEstimatePass1ChunkKeys = 2048;
 inline constexpr int kEstimatePass1RowsPerCta = 256;
 
-/// True when this library carries sm_90a device code (CMAKE_CUDA_ARCHITECTURES lists 90a).
-bool estimate_pattern_sm90_built();
-
 /// Queues the Hopper pass-1 kernel over a grid of (chunks, batch x kv_heads, rounds) CTAs, writing
 /// the base-2 (max, sum) partials of every (row, query, chunk) at ((row x last_q + t) x chunks +
-/// chunk). The caller has checked the problem and the device (compute capability 9.0).
+/// chunk). The caller has checked the problem and the device (sm90a_code_unavailable).
 void launch_estimate_pattern_pass1_sm90(const EstimateParams& params, int chunks, int m_tiles_per_head, int rounds,
                                         float* partial_max, float* partial_sum, cudaStream_t stream);
 

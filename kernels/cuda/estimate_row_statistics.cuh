@@ -66,6 +66,22 @@ __device__ __forceinline__ void row_scores(const float (&s)[32], int rr, float (
   for (int c = 0; c < 16; ++c) v[c] = s[4 * (c / 2) + 2 * rr + c % 2];
 }
 
+/// Loads query m16-tile gm of a GQA group whose first query head is row `group_row` (batch x
+/// query head) of q_last: head gm / m_tiles_per_head, queries (gm % m_tiles_per_head) x 16 + 0..15.
+/// Gives its fragments and positions (load_query_fragments; zero and -1 for gm >= valid_m_tiles)
+/// and where its rows' statistics go: the head's row and the tile's first query.
+template <int kHeadDim>
+__device__ __forceinline__ void load_group_query_tile(int gm, int valid_m_tiles, int m_tiles_per_head, int group_row,
+                                                      const uint16_t* q_last, int64_t last_q, int64_t first_query,
+                                                      uint32_t (&q)[kHeadDim / 16][4], int32_t (&q_global)[2],
+                                                      int& out_row, int64_t& out_t) {
+  const bool tile_valid = gm < valid_m_tiles;
+  out_row = group_row + (tile_valid ? gm / m_tiles_per_head : 0);
+  out_t = tile_valid ? int64_t{gm % m_tiles_per_head} * 16 : 0;
+  load_query_fragments<kHeadDim>(q, q_global, q_last + int64_t{out_row} * last_q * kHeadDim, out_t, tile_valid, last_q,
+                                 first_query);
+}
+
 /// One query row's statistics over the keys a thread holds: max2, the maximum of score x scale2
 /// (scale2 = softmax scale x log2 e > 0), and sum, the sum of 2^(score x scale2 - ref2) against a
 /// reference ref2 that trails max2 by at most kSlack, so no term exceeds 2^kSlack. The reference
@@ -142,6 +158,34 @@ __device__ __forceinline__ void combine_quad_statistics(float& max2, float& sum)
     const float m_new = fmaxf(max2, m_other);
     sum = m_new == -INFINITY ? 0.0f : sum * fast_exp2(max2 - m_new) + s_other * fast_exp2(m_other - m_new);
     max2 = m_new;
+  }
+}
+
+/// Ends a CTA's pass 1 for the thread's rows (kTiles 16-query tiles of two rows each, the tile's
+/// head row `out_row` and first query `out_t`): combines the quad's lanes and lets one lane write
+/// each row's partial at ((row x last_q + t) x chunks + chunk), the base-2 maximum and the sum
+/// against it; rows past last_q (q_global < 0) write nothing.
+template <int kTiles>
+__device__ __forceinline__ void write_row_partials(const RowStatistics (&stats)[kTiles][2],
+                                                   const int32_t (&q_global)[kTiles][2], const int (&out_row)[kTiles],
+                                                   const int64_t (&out_t)[kTiles], int64_t last_q, int chunks,
+                                                   int chunk, float* partial_max, float* partial_sum) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float max2 = 0.0f;
+      float sum = 0.0f;
+      stats[i][rr].finish(max2, sum);
+      combine_quad_statistics(max2, sum);
+      const int64_t t = out_t[i] + lane / 4 + rr * 8;
+      if (lane % 4 == 0 && q_global[i][rr] >= 0) {
+        const int64_t at = (int64_t{out_row[i]} * last_q + t) * chunks + chunk;
+        partial_max[at] = max2;
+        partial_sum[at] = sum;
+      }
+    }
   }
 }
 

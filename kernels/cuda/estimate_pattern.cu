@@ -740,6 +740,8 @@ namespace {
 
 /// `kernel`, with automatic resolved; InputError when it cannot run here.
 EstimateKernel resolve_estimate_kernel(EstimateKernel kernel) {
+  require(kernel == EstimateKernel::automatic || kernel == EstimateKernel::mma_sync || kernel == EstimateKernel::wgmma,
+          "unknown estimation kernel ", static_cast<int>(kernel));
   if (kernel == EstimateKernel::automatic) {
     return estimate_kernel_unavailable(EstimateKernel::wgmma).empty() ? EstimateKernel::wgmma
                                                                        : EstimateKernel::mma_sync;

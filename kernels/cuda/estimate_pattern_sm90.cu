@@ -26,8 +26,9 @@ using cuda::kTileRows;
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kMTiles = 2;     // m64 query tiles per warpgroup
 static_assert(kThreads / 128 * kMTiles * 64 == kEstimatePass1RowsPerCta, "a round is the CTA's query rows");
-/// K tiles in shared memory: the one whose last wgmma may still run, the next one computed, and
-/// three in flight.
+/// K tiles in shared memory. When tile t + 4 is issued (after every warp has waited for tile t's
+/// wgmmas) the stages hold tiles t + 1 (computed next) to t + 4, and tile t's stage is idle: the
+/// kernel was measured with this schedule, three tiles in flight beyond the next.
 constexpr int kStages = 5;
 
 template <int kHeadDim>
@@ -116,12 +117,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     cuda::cp_async_commit();
   };
-  // Waits until tile `tile` has landed and is visible to the tensor cores, for every thread; every
-  // warp has then also waited for the wgmmas of tile - 1, so the stage of tile - 2 (the one
-  // issue(tile + kStages - 2) fills) is free. Its wgmma is issued before that load: the copy's
-  // address arithmetic then runs beside the tensor cores, not ahead of them.
-  auto tile_ready = [&](int tile) {
-    cuda::cp_async_wait<kStages - 3>();  // groups 0 .. tile complete
+  // Waits until the next tile to compute has landed and is visible to the tensor cores, for every
+  // thread: with one group committed per issue(), and tile + kStages - 3 issued before the wait
+  // for tile, at most kStages - 3 groups may still be pending. Every warp has then also waited
+  // for the previous tile's wgmmas, so the stage issue(tile + kStages - 2) fills is free; the
+  // wgmma of the tile is issued before that load, so the copy's address arithmetic runs beside
+  // the tensor cores, not ahead of them.
+  auto next_tile_ready = [&]() {
+    cuda::cp_async_wait<kStages - 3>();
     fence_proxy_async_shared();
     __syncthreads();
   };
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // is in flight across the loop's back edge (ptxas would serialize them otherwise).
   float s0[32];
   float s1[32];
-  tile_ready(0);
+  next_tile_ready();
   issue_scores<kHeadDim>(s0, q_frag[0], k_stages);
   issue(kStages - 2);
   wgmma_wait<0>();
@@ -174,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // One branch holds both the issue of S0(tile + 1) and its wait, so that ptxas sees no path
     // with S0 in flight at the loop's end.
     if (tile + 1 < tiles) {
-      tile_ready(tile + 1);
+      next_tile_ready();
       issue_scores<kHeadDim>(s0, q_frag[0], k_stages + ((tile + 1) % kStages) * kStageUnits);
       issue(tile + kStages - 1);
       fold_scores(s1, q_global[1], kg, masked, scale2, stats[1]);  // while S0(tile + 1) runs
@@ -193,6 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   (void)m_tiles_per_head;
   (void)partial_max;
   (void)partial_sum;
+  __trap();  // launched only where sm_90a code runs (sm90a_code_unavailable)
 #endif
 }
 

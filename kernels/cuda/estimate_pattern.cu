@@ -40,6 +40,7 @@
 #include "kernels/cuda/hopper_async.cuh"
 #include "kernels/cuda/sm90a_availability.hpp"
 #include "kernels/cuda/warp_mma.cuh"
+#include "kernels/cuda/wgmma_tile_scores.cuh"
 
 namespace sparsering {
 namespace {
@@ -468,15 +469,7 @@ __global__ void __launch_bounds__(kThreads, 3 - kMTiles)
       const uint64_t q_desc = cuda::sm90::swizzled_descriptor(q_tile, 0);
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        float(&acc)[32] = *reinterpret_cast<float(*)[32]>(&s[mt][0][0]);
-        cuda::sm90::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kSteps; ++kk) {
-          const uint32_t offset = static_cast<uint32_t>(kk / 4) * (kTileRows * cuda::sm90::kSwizzleRowBytes) +
-                                  static_cast<uint32_t>(kk % 4) * 32;
-          cuda::sm90::wgmma_m64n64k16_rs<0>(acc, k_frag[mt][kk], q_desc + (offset >> 4), kk > 0 ? 1 : 0);
-        }
-        cuda::sm90::wgmma_commit();
+        cuda::sm90::issue_tile_scores<kHeadDim>(*reinterpret_cast<float(*)[32]>(&s[mt][0][0]), k_frag[mt], q_desc);
       }
 #endif
     }

@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/estimate_row_statistics.cuh"
 #include "kernels/cuda/hopper_async.cuh"
+#include "kernels/cuda/wgmma_tile_scores.cuh"
 
 namespace sparsering {
 namespace {
@@ -42,22 +43,6 @@ struct Pass1Sm90Smem {
 #if defined(SPARSERING_SM90A_DEVICE_CODE)
 using namespace cuda::sm90;
 constexpr float kLog2e = 1.4426950408889634f;
-
-/// S (64 queries x 64 keys per warpgroup) = Q K^T over the head dimension, 16 columns per wgmma
-/// (Q from registers, K from a swizzled stage, K-major); committed as one group, not waited for.
-/// `k_tile` is the stage's descriptor: a k16 step's is a constant number of 16-byte units past it
-/// (the descriptor's start address field), so no step rebuilds one.
-template <int kHeadDim>
-__device__ __forceinline__ void issue_scores(float (&s)[32], const uint32_t (&q)[kHeadDim / 16][4], uint64_t k_tile) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    const uint32_t panel_bytes = static_cast<uint32_t>(kk / 4) * (kTileRows * kSwizzleRowBytes);
-    const uint32_t column_bytes = static_cast<uint32_t>(kk % 4) * 32;
-    wgmma_m64n64k16_rs<0>(s, q[kk], k_tile + ((panel_bytes + column_bytes) >> 4), kk > 0 ? 1 : 0);
-  }
-  wgmma_commit();
-}
 
 /// Folds this thread's scores of one query tile (its two rows, 16 keys each) into their
 /// statistics, masking in place first where the tile reaches the queries.
@@ -160,13 +145,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   float s0[32];
   float s1[32];
   next_tile_ready();
-  issue_scores<kHeadDim>(s0, q_frag[0], k_stages);
+  issue_tile_scores<kHeadDim>(s0, q_frag[0], k_stages);
   issue(kStages - 2);
   wgmma_wait<0>();
   fence_registers(s0);
   for (int tile = 0; tile < tiles; ++tile) {
     const int stage = tile % kStages;
-    issue_scores<kHeadDim>(s1, q_frag[1], k_stages + stage * kStageUnits);
+    issue_tile_scores<kHeadDim>(s1, q_frag[1], k_stages + stage * kStageUnits);
     const int32_t* kg = key_global + tile * kTileRows;
     // Keys ascend in global order inside a tile, so the last one decides whether any query of
     // the sequence's end can miss one: a uniform branch, and most tiles skip the mask.
@@ -178,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // with S0 in flight at the loop's end.
     if (tile + 1 < tiles) {
       next_tile_ready();
-      issue_scores<kHeadDim>(s0, q_frag[0], k_stages + ((tile + 1) % kStages) * kStageUnits);
+      issue_tile_scores<kHeadDim>(s0, q_frag[0], k_stages + ((tile + 1) % kStages) * kStageUnits);
       issue(tile + kStages - 1);
       fold_scores(s1, q_global[1], kg, masked, scale2, stats[1]);  // while S0(tile + 1) runs
       wgmma_wait<0>();

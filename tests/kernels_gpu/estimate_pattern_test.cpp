@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <limits>
 
 #include "common/error.hpp"
@@ -158,6 +159,16 @@ void check_case(const EstimateCase& c, EstimateKernel kernel, std::mt19937_64& r
   EXPECT_NEAR(total, static_cast<double>(q_rows * c.last_q), 1e-3 * static_cast<double>(q_rows * c.last_q)) << where;
 }
 
+/// check_case for every case with every kernel the device runs, up to the first failure.
+void check_cases(std::initializer_list<EstimateCase> cases, std::mt19937_64& rng) {
+  for (const EstimateCase& c : cases) {
+    for (const EstimateKernel kernel : runnable_kernels()) {
+      check_case(c, kernel, rng);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 // Small cases, one per device path (also run under compute-sanitizer memcheck and racecheck):
 // consecutive keys with a partial last chunk and two query tiles (shared diagonal bins), stripes
 // of 64 (warp diagonals), stripes of 16 (per-pair atomics), a shard some queries do not see with
@@ -165,15 +176,11 @@ void check_case(const EstimateCase& c, EstimateKernel kernel, std::mt19937_64& r
 TEST(EstimatePatternGpu, ShardedPassesMatchReference) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
-  for (const EstimateCase& c : {EstimateCase{LayoutKind::contiguous, 1, 0, 700, 70, 1, 4, 2, 128},
-                                EstimateCase{LayoutKind::striped, 2, 64, 1280, 64, 1, 2, 1, 64},
-                                EstimateCase{LayoutKind::striped, 4, 16, 1024, 17, 1, 1, 1, 128},
-                                EstimateCase{LayoutKind::contiguous, 2, 0, 512, 300, 1, 2, 2, 128}}) {
-    for (const EstimateKernel kernel : runnable_kernels()) {
-      check_case(c, kernel, rng);
-      if (HasFailure()) return;
-    }
-  }
+  check_cases({EstimateCase{LayoutKind::contiguous, 1, 0, 700, 70, 1, 4, 2, 128},
+               EstimateCase{LayoutKind::striped, 2, 64, 1280, 64, 1, 2, 1, 64},
+               EstimateCase{LayoutKind::striped, 4, 16, 1024, 17, 1, 1, 1, 128},
+               EstimateCase{LayoutKind::contiguous, 2, 0, 512, 300, 1, 2, 2, 128}},
+              rng);
 }
 
 // Larger cases: several chunks of both passes, GQA up to 8, batch 2, last_q 1 to 130, every layout,
@@ -181,26 +188,22 @@ TEST(EstimatePatternGpu, ShardedPassesMatchReference) {
 TEST(EstimatePatternGpuSweep, ShardedPassesMatchReference) {
   SPARSERING_REQUIRE_GPU();
   std::mt19937_64 rng = test_rng();
-  for (const EstimateCase& c : {EstimateCase{LayoutKind::contiguous, 1, 0, 1500, 64, 1, 4, 2, 128},
-                                EstimateCase{LayoutKind::contiguous, 1, 0, 5000, 64, 1, 16, 2, 128},
-                                EstimateCase{LayoutKind::contiguous, 1, 0, 4200, 17, 1, 1, 1, 64},
-                                EstimateCase{LayoutKind::contiguous, 1, 0, 700, 1, 2, 3, 3, 128},
-                                EstimateCase{LayoutKind::contiguous, 2, 0, 4096, 100, 1, 2, 1, 64},
-                                EstimateCase{LayoutKind::zigzag, 2, 0, 2400, 64, 2, 2, 2, 128},
-                                EstimateCase{LayoutKind::zigzag, 3, 0, 1800, 130, 1, 4, 1, 64},
-                                EstimateCase{LayoutKind::striped, 4, 16, 2048, 64, 1, 8, 1, 128},
-                                EstimateCase{LayoutKind::striped, 2, 64, 2560, 130, 1, 2, 2, 64},
-                                EstimateCase{LayoutKind::striped, 2, 512, 6144, 64, 1, 8, 2, 128},
-                                // a last pass-1 chunk of one partial tile, of three, and a shard of
-                                // one tile: fewer tiles than the Hopper pass 1 keeps in flight
-                                EstimateCase{LayoutKind::contiguous, 1, 0, 2088, 64, 1, 4, 2, 128},
-                                EstimateCase{LayoutKind::contiguous, 1, 0, 2198, 17, 1, 2, 1, 64},
-                                EstimateCase{LayoutKind::contiguous, 1, 0, 40, 17, 1, 2, 2, 128}}) {
-    for (const EstimateKernel kernel : runnable_kernels()) {
-      check_case(c, kernel, rng);
-      if (HasFailure()) return;
-    }
-  }
+  check_cases({EstimateCase{LayoutKind::contiguous, 1, 0, 1500, 64, 1, 4, 2, 128},
+               EstimateCase{LayoutKind::contiguous, 1, 0, 5000, 64, 1, 16, 2, 128},
+               EstimateCase{LayoutKind::contiguous, 1, 0, 4200, 17, 1, 1, 1, 64},
+               EstimateCase{LayoutKind::contiguous, 1, 0, 700, 1, 2, 3, 3, 128},
+               EstimateCase{LayoutKind::contiguous, 2, 0, 4096, 100, 1, 2, 1, 64},
+               EstimateCase{LayoutKind::zigzag, 2, 0, 2400, 64, 2, 2, 2, 128},
+               EstimateCase{LayoutKind::zigzag, 3, 0, 1800, 130, 1, 4, 1, 64},
+               EstimateCase{LayoutKind::striped, 4, 16, 2048, 64, 1, 8, 1, 128},
+               EstimateCase{LayoutKind::striped, 2, 64, 2560, 130, 1, 2, 2, 64},
+               EstimateCase{LayoutKind::striped, 2, 512, 6144, 64, 1, 8, 2, 128},
+               // a last pass-1 chunk of one partial tile, of three, and a shard of
+               // one tile: fewer tiles than the Hopper pass 1 keeps in flight
+               EstimateCase{LayoutKind::contiguous, 1, 0, 2088, 64, 1, 4, 2, 128},
+               EstimateCase{LayoutKind::contiguous, 1, 0, 2198, 17, 1, 2, 1, 64},
+               EstimateCase{LayoutKind::contiguous, 1, 0, 40, 17, 1, 2, 2, 128}},
+              rng);
 }
 
 TEST(EstimatePatternGpu, RejectsBadShapes) {
@@ -237,20 +240,16 @@ TEST(EstimatePatternGpu, RefusesAKernelTheDeviceCannotRun) {
   params.k = k.data();
   params.row_max = row_max.data();
   params.row_sum = row_sum.data();
-  try {
-    launch_estimate_pattern_pass1(params, nullptr, EstimateKernel::wgmma);
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-  }
   DeviceBuffer<float> vertical(64), slash(64);
   params.vertical_mass = vertical.data();
   params.slash_mass = slash.data();
-  try {
-    launch_estimate_pattern_pass2(params, nullptr, EstimateKernel::wgmma);
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  for (const auto launch : {launch_estimate_pattern_pass1, launch_estimate_pattern_pass2}) {
+    try {
+      launch(params, nullptr, EstimateKernel::wgmma);
+      ADD_FAILURE() << "expected InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
   }
 }
 

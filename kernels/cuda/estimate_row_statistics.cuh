@@ -1,7 +1,8 @@
-// The online row statistics of the estimation's pass 1, shared by its mma.sync kernel
-// (estimate_pattern.cu) and its Hopper kernel (estimate_pattern_sm90.cu): each thread folds the
-// 16 scores it holds of a query row per 64-key tile into base-2 statistics of its own, and the
-// four lanes of a quad (same rows, different keys) are combined once, at the end.
+// What the estimation's two pass-1 kernels share, its mma.sync kernel (estimate_pattern.cu) and
+// its Hopper kernel (estimate_pattern_sm90.cu): the query-tile loads, the in-place causal mask and
+// the online row statistics. Each thread folds the 16 scores it holds of a query row per 64-key
+// tile into base-2 statistics of its own, and the four lanes of a quad (same rows, different keys)
+// are combined once, at the end, when the partials are written.
 #pragma once
 
 #include <cfloat>
